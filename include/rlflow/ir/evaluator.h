@@ -1,0 +1,23 @@
+#pragma once
+#include <vector>
+
+#include "rlflow/ir/graph.h"
+
+namespace rlflow::ir {
+
+// Computes one node's outputs from concrete input tensors. The reference executor implements
+// it; modules below exec (onnx, rules) receive one from their caller instead of including torch.
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual Expected<std::vector<TensorPtr>> evaluate(const Node& node, const std::vector<TensorPtr>& inputs) const = 0;
+};
+
+// Materialises a Constant node's tensor (no evaluator needed).
+TensorPtr materialize_constant(const ConstantParams& p);
+
+// Replaces every non-opaque node whose inputs are all constant by a Weight node holding its
+// value, then drops dead nodes. Weight-only subgraphs thus become initializers.
+Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval);
+
+}  // namespace rlflow::ir

@@ -1,0 +1,108 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlflow/ir/op.h"
+#include "rlflow/ir/tensor.h"
+#include "rlflow/util/expected.h"
+
+namespace rlflow::ir {
+
+using NodeId = int32_t;
+
+// One output of one node.
+struct ValueRef {
+  NodeId node = -1;
+  int32_t index = 0;
+  auto operator<=>(const ValueRef&) const = default;
+};
+
+struct Node {
+  OpKind kind = OpKind::kOpaque;
+  OpParams params;
+  std::vector<ValueRef> inputs;
+  std::vector<TensorType> outputs;
+  TensorPtr value;                        // kWeight only
+  std::string name;                       // ONNX node name, or the graph input / initializer name
+  std::vector<std::string> output_names;  // ONNX tensor names kept for stable export; may be empty
+};
+
+struct GraphOutput {
+  ValueRef value;
+  std::string name;
+};
+
+// Model-level facts that round-trip through import/export unchanged.
+struct ModelMeta {
+  int64_t ir_version = 8;
+  std::vector<std::pair<std::string, int64_t>> opsets{{"", 13}};
+  std::string producer_name, producer_version, domain, doc_string, graph_name = "rlflow";
+  int64_t model_version = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  int64_t opset(const std::string& domain = "") const;
+};
+
+struct Use {
+  NodeId node;
+  int32_t input_slot;
+};
+
+// A dataflow graph held by value. Nodes are stored in topological order and a node's id is its
+// position, so every input refers to an earlier node. Copies share weight buffers.
+class Graph {
+ public:
+  // Appends a node; its inputs must refer to existing nodes. Returns its id.
+  NodeId add(Node n);
+  void add_output(ValueRef v, std::string name) { outputs_.push_back({v, std::move(name)}); }
+  void set_outputs(std::vector<GraphOutput> outs) { outputs_ = std::move(outs); }
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(NodeId id) const { return nodes_[static_cast<size_t>(id)]; }
+  Node& mutable_node(NodeId id) { return nodes_[static_cast<size_t>(id)]; }
+  size_t size() const { return nodes_.size(); }
+  const std::vector<GraphOutput>& outputs() const { return outputs_; }
+  std::vector<NodeId> inputs() const;  // kInput nodes in declaration order
+  const TensorType& type(ValueRef v) const { return nodes_[static_cast<size_t>(v.node)].outputs[static_cast<size_t>(v.index)]; }
+  bool is_constant(ValueRef v) const;  // produced by Weight/Constant nodes only (transitively)
+
+  // consumers()[id] lists every (node, slot) reading any output of node id.
+  std::vector<std::vector<Use>> consumers() const;
+
+  ModelMeta& meta() { return meta_; }
+  const ModelMeta& meta() const { return meta_; }
+
+  // Structural content hash: op kinds, parameters, types, weight contents and graph wiring;
+  // independent of node ids, names and insertion order of independent nodes.
+  uint64_t hash() const;
+  // Per-node hashes (same definition), indexed by node id.
+  std::vector<uint64_t> node_hashes() const;
+
+  // Non-input, non-weight nodes; the count users see in summaries.
+  size_t num_ops() const;
+  int64_t num_parameters() const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<GraphOutput> outputs_;
+  ModelMeta meta_;
+};
+
+// True when both graphs compute the same thing in the same structure (names ignored).
+bool structurally_equal(const Graph& a, const Graph& b);
+
+// Drops nodes that no output depends on (graph inputs are always kept) and renumbers.
+Graph remove_dead_nodes(const Graph& g);
+
+// Re-sorts topologically after arbitrary construction; error on a cycle. `order` may come from
+// a rewrite that appended nodes out of order.
+Expected<Graph> topo_sorted(const std::vector<Node>& nodes, const std::vector<GraphOutput>& outputs,
+                            const ModelMeta& meta);
+
+// Checks every invariant and re-runs shape inference; the error names the first bad node.
+Status validate(const Graph& g);
+
+std::string node_label(const Graph& g, NodeId id);  // "Conv 'conv1' (#12)"
+
+}  // namespace rlflow::ir

@@ -1,0 +1,156 @@
+#pragma once
+// Operator kinds and their typed parameters.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "rlflow/ir/dtype.h"
+
+namespace rlflow {
+class Hasher;
+}
+
+namespace rlflow::ir {
+
+#define RLFLOW_OP_KINDS(X)                                                                    \
+  X(Input) X(Weight) X(Constant) X(Conv) X(MatMul) X(Gemm) X(Add) X(Sub) X(Mul) X(Div) X(Pow) \
+  X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
+  X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
+  X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
+  X(Enlarge) X(ScalarMul) X(Cast) X(Opaque)
+
+enum class OpKind : uint8_t {
+#define RLFLOW_X(n) k##n,
+  RLFLOW_OP_KINDS(RLFLOW_X)
+#undef RLFLOW_X
+};
+
+inline constexpr int kNumOpKinds = 0
+#define RLFLOW_X(n) +1
+    RLFLOW_OP_KINDS(RLFLOW_X)
+#undef RLFLOW_X
+    ;
+
+std::string_view op_name(OpKind k);
+std::optional<OpKind> op_from_name(std::string_view name);
+bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
+bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast
+bool is_source(OpKind k);              // Input Weight Constant: no inputs
+
+enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
+std::string_view activation_name(Activation a);
+
+// Spatial attributes are always fully spelled out (one entry per spatial dim; pads as
+// begin..., end...), so two equal convolutions have equal parameters.
+struct ConvParams {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+  Activation act = Activation::kNone;  // fused activation; exported as a separate node
+  bool operator==(const ConvParams&) const = default;
+};
+struct PoolParams {
+  std::vector<int64_t> kernel, strides, pads;
+  bool ceil_mode = false;
+  bool count_include_pad = false;
+  bool operator==(const PoolParams&) const = default;
+};
+struct GemmParams {
+  double alpha = 1.0, beta = 1.0;
+  bool trans_a = false, trans_b = false;
+  bool operator==(const GemmParams&) const = default;
+};
+// Softmax, Concat, Flatten, Gather: one axis, normalised to be non-negative.
+struct AxisParams {
+  int64_t axis = 0;
+  bool operator==(const AxisParams&) const = default;
+};
+// ReduceMean, Squeeze, Unsqueeze: sorted non-negative axes.
+struct AxesParams {
+  std::vector<int64_t> axes;
+  bool keepdims = true;
+  bool operator==(const AxesParams&) const = default;
+};
+struct SplitParams {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+  bool operator==(const SplitParams&) const = default;
+};
+struct TransposeParams {
+  std::vector<int64_t> perm;
+  bool operator==(const TransposeParams&) const = default;
+};
+struct ReshapeParams {
+  Shape shape;  // fully resolved: no 0 or -1
+  bool operator==(const ReshapeParams&) const = default;
+};
+enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
+struct PadParams {
+  std::vector<int64_t> pads;  // begin..., end... for every dim
+  PadMode mode = PadMode::kConstant;
+  double value = 0.0;
+  bool operator==(const PadParams&) const = default;
+};
+// Normalised: one entry per sliced axis, clamped to the input's extent.
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;
+  bool operator==(const SliceParams&) const = default;
+};
+// LayerNorm (axis) and BatchNorm (axis unused).
+struct NormParams {
+  int64_t axis = -1;
+  double epsilon = 1e-5;
+  bool operator==(const NormParams&) const = default;
+};
+struct ClipParams {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool operator==(const ClipParams&) const = default;
+};
+// TASO's Enlarge: zero-pad a conv kernel (centred) to a larger spatial size.
+struct EnlargeParams {
+  std::vector<int64_t> kernel;
+  bool operator==(const EnlargeParams&) const = default;
+};
+struct ScalarParams {
+  double value = 1.0;
+  bool operator==(const ScalarParams&) const = default;
+};
+struct CastParams {
+  DType to = DType::kFloat32;
+  bool operator==(const CastParams&) const = default;
+};
+// TASO's constant-generating ops; they fold into initializers at export.
+enum class ConstantFill : uint8_t {
+  kValue,         // every element = value
+  kIdentityConv,  // [C, C/group... ] kernel that makes a conv the identity
+  kAvgPoolKernel  // [C, 1, kh, kw] depthwise kernel with 1/(kh*kw)
+};
+struct ConstantParams {
+  ConstantFill fill = ConstantFill::kValue;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  double value = 0.0;
+  bool operator==(const ConstantParams&) const = default;
+};
+// An ONNX op rlflow does not model: kept verbatim so the model round-trips.
+struct OpaqueParams {
+  std::string domain, op_type;
+  std::string attributes;  // serialized onnx NodeProto holding only the attributes
+  int64_t since_version = 0;
+  // ONNX input/output slot of each IR input/output: optional slots left empty ("") in between.
+  std::vector<int64_t> input_slots, output_slots;
+  bool operator==(const OpaqueParams&) const = default;
+};
+
+using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
+                              SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
+                              ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams>;
+
+void hash_params(Hasher& h, const OpParams& p);
+std::string params_str(const OpParams& p);  // short human-readable form for logs and errors
+
+}  // namespace rlflow::ir

@@ -1,0 +1,59 @@
+#pragma once
+// ONNX ModelProto <-> ir::Graph. This header is free of protobuf and ONNX headers.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rlflow/ir/evaluator.h"
+#include "rlflow/ir/graph.h"
+
+namespace rlflow::onnxio {
+
+struct ImportOptions {
+  // Overrides for graph input shapes (static-shape specialisation), by input name.
+  std::map<std::string, ir::Shape> input_shapes;
+  // Shapes by position among the (non-initializer) graph inputs, for inputs not named above.
+  std::vector<ir::Shape> positional_input_shapes;
+  // Folds weight-only subgraphs into weights after conversion; nullptr keeps them.
+  const ir::Evaluator* evaluator = nullptr;
+};
+
+struct ImportStats {
+  int onnx_nodes = 0;
+  int folded_nodes = 0;   // ONNX nodes resolved to constants (shape chains, Constant)
+  int removed_nodes = 0;  // Identity and inference-mode Dropout
+  int opaque_nodes = 0;
+};
+
+// `label` names the source in error messages (normally the file path).
+Expected<ir::Graph> import_model(const std::string& bytes, const std::string& label, const std::string& base_dir,
+                                 const ImportOptions& opts, ImportStats* stats = nullptr);
+Expected<ir::Graph> import_model_file(const std::string& path, const ImportOptions& opts, ImportStats* stats = nullptr);
+
+struct ExportOptions {
+  const ir::Evaluator* evaluator = nullptr;  // folds weight-only subgraphs; nullptr skips folding
+  bool check = true;                         // run onnx::checker (full) on the result
+  // Above this many bytes of initializers the weights go to "<file>.data" (protobuf's 2 GB limit).
+  int64_t external_data_threshold = int64_t{1800} << 20;
+};
+
+// Serialises the graph; `external` receives the external data file name ("" if none).
+struct ExportedModel {
+  std::string model_bytes;
+  std::string external_data;  // bytes of the side file, empty if weights are inline
+  std::string external_name;
+};
+Expected<ExportedModel> export_model(const ir::Graph& g, const ExportOptions& opts, const std::string& path_hint);
+
+// Writes atomically (temporary file + rename); refuses to overwrite `protect` (the input file).
+// `check_written` runs on the complete temporary file (e.g. re-import and verify exactly the bytes
+// that will land); if it fails, nothing is written.
+Status write_model_file(const ir::Graph& g, const std::string& path, const ExportOptions& opts,
+                        const std::string& protect = {},
+                        const std::function<Status(const std::string& tmp_path)>& check_written = {});
+
+// A serialized TensorProto file (the ONNX backend test data format).
+Expected<ir::TensorPtr> read_tensor_file(const std::string& path);
+
+}  // namespace rlflow::onnxio

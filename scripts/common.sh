@@ -1,0 +1,9 @@
+# Sourced by the scripts in this folder: paths shared by setup, build, test and demo.
+RLFLOW_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RLFLOW_VENV="${RLFLOW_VENV:-$HOME/.local/share/rlflow/venv}"
+RLFLOW_BUILD="${RLFLOW_BUILD:-$RLFLOW_ROOT/build}"
+RLFLOW_BIN="$RLFLOW_BUILD/rlflow"
+PY="$RLFLOW_VENV/bin/python"
+export RLFLOW_ROOT RLFLOW_VENV RLFLOW_BUILD RLFLOW_BIN PY
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }

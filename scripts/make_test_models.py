@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""Write the small ONNX fixtures in tests/data/ (and the malformed corpus in
+tests/data/malformed/).
+
+Everything is deterministic: weights come from a seeded numpy generator per
+model, so re-running the script reproduces the committed files byte for byte.
+Valid models pass onnx.checker (full_check) and are numerically checked against
+onnxruntime; malformed ones are saved bypassing the checker on purpose.
+
+IR versions are the minimum for each opset, so that Debian's libonnx 1.12
+(IR <= 8, opset <= 17), which rlflow links, accepts every valid fixture.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "tests" / "data"
+PRODUCER = "rlflow/scripts/make_test_models.py"
+MAX_BYTES = 200 * 1024
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+# ------------------------------------------------------------------- helpers
+
+
+class Builder:
+    """Accumulates nodes and initialisers; names are explicit for readable fixtures."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: List[onnx.NodeProto] = []
+        self.inits: List[onnx.TensorProto] = []
+
+    def weight(self, name: str, shape, scale: float | None = None) -> str:
+        if scale is None:  # He-style scale keeps activations O(1) through the fixture
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
+            scale = math.sqrt(2.0 / max(1, fan_in))
+        arr = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        return self.const(name, arr)
+
+    def const(self, name: str, value) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def i64(self, name: str, values) -> str:
+        return self.const(name, np.asarray(values, dtype=np.int64))
+
+    def f32(self, name: str, values) -> str:
+        return self.const(name, np.asarray(values, dtype=np.float32))
+
+    def node(self, op: str, inputs, outputs, name: str | None = None, **attrs) -> None:
+        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
+        self.nodes.append(helper.make_node(op, list(inputs), outputs, name=name or outputs[0], **attrs))
+
+    def model(self, name: str, inputs, outputs, opset: int, extra_opsets=()) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
+        opsets = [helper.make_opsetid("", opset), *extra_opsets]
+        model = helper.make_model(graph, producer_name=PRODUCER, opset_imports=opsets)
+        model.ir_version = helper.find_min_ir_version_for(opsets)
+        return model
+
+
+def vi(name: str, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+# --------------------------------------------------------------- valid models
+
+
+def tiny_cnn() -> onnx.ModelProto:
+    b = Builder(seed=1)
+    b.node("Conv", ["x", b.weight("conv1.w", [8, 3, 3, 3]), b.weight("conv1.b", [8], 0.1)], "c1",
+           kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    b.node("BatchNormalization",
+           ["c1", b.f32("bn.scale", 1 + 0.1 * b.rng.standard_normal(8)),
+            b.f32("bn.bias", 0.1 * b.rng.standard_normal(8)),
+            b.f32("bn.mean", 0.1 * b.rng.standard_normal(8)),
+            b.f32("bn.var", 0.5 + b.rng.random(8))],
+           "bn1", epsilon=1e-5)
+    b.node("Relu", ["bn1"], "r1")
+    b.node("Conv", ["r1", b.weight("conv2.w", [8, 8, 1, 1])], "c2", kernel_shape=[1, 1])
+    b.node("Relu", ["c2"], "r2")
+    b.node("MaxPool", ["r2"], "p1", kernel_shape=[2, 2], strides=[2, 2])  # 16 -> 8
+    # grouped + dilated + asymmetric pads: H begins 0 / ends 1, W begins 1 / ends 0 -> 8 -> 5
+    b.node("Conv", ["p1", b.weight("conv3.w", [8, 4, 3, 3]), b.weight("conv3.b", [8], 0.1)], "c3",
+           kernel_shape=[3, 3], group=2, dilations=[2, 2], pads=[0, 1, 1, 0])
+    b.node("AveragePool", ["c3"], "p2", kernel_shape=[2, 2], strides=[1, 1])  # 5 -> 4
+    b.node("GlobalAveragePool", ["p2"], "gap")
+    b.node("Flatten", ["gap"], "flat", axis=1)
+    b.node("Gemm", ["flat", b.weight("fc.w", [10, 8]), b.weight("fc.b", [10], 0.1)], "logits", transB=1)
+    b.node("Softmax", ["logits"], "y", axis=-1)
+    return b.model("tiny_cnn", [vi("x", F, [1, 3, 16, 16])], [vi("y", F, [1, 10])], opset=13)
+
+
+def tiny_residual() -> onnx.ModelProto:
+    b = Builder(seed=2)
+    b.node("Conv", ["x", b.weight("conv_a.w", [4, 4, 3, 3]), b.weight("conv_a.b", [4], 0.1)], "a",
+           kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    b.node("Conv", ["x", b.weight("conv_b.w", [4, 4, 1, 1]), b.weight("conv_b.b", [4], 0.1)], "b",
+           kernel_shape=[1, 1])
+    b.node("Add", ["a", "b"], "sum")
+    # opset 11 Clip: min/max are (optional) inputs, not attributes
+    b.node("Clip", ["sum", b.f32("clip.min", 0.0), b.f32("clip.max", 6.0)], "clipped")
+    b.node("Sigmoid", ["b"], "gate")
+    b.node("Concat", ["clipped", "gate"], "cat", axis=1)  # [1,8,8,8]
+    # opset 11 Pad: pads and constant_value are inputs
+    b.node("Pad", ["cat", b.i64("pad.pads", [0, 0, 1, 1, 0, 0, 1, 1]), b.f32("pad.value", 0.0)], "padded",
+           mode="constant")  # [1,8,10,10]
+    b.node("Conv", ["padded", b.weight("conv_c.w", [8, 8, 3, 3])], "c", kernel_shape=[3, 3])  # [1,8,8,8]
+    b.node("Tanh", ["c"], "t")
+    b.node("Dropout", ["t"], "dropped", ratio=0.25)  # inference: identity
+    b.node("Identity", ["dropped"], "same")
+    # opset 11 Split/Squeeze/Unsqueeze take split sizes and axes as attributes
+    b.node("Split", ["same"], ["head", "tail"], name="split", axis=1, split=[3, 5])
+    b.node("Conv", ["tail", b.weight("conv_d.w", [3, 5, 1, 1])], "tail_proj", kernel_shape=[1, 1])
+    b.node("Add", ["head", "tail_proj"], "y")  # [1,3,8,8]
+    b.node("GlobalAveragePool", ["tail"], "pooled")  # [1,5,1,1]
+    b.node("Squeeze", ["pooled"], "squeezed", axes=[2, 3])  # [1,5]
+    b.node("Unsqueeze", ["squeezed"], "z", axes=[1])  # [1,1,5]
+    return b.model("tiny_residual", [vi("x", F, [1, 4, 8, 8])],
+                   [vi("y", F, [1, 3, 8, 8]), vi("z", F, [1, 1, 5])], opset=11)
+
+
+def tiny_attention() -> onnx.ModelProto:
+    seq, hidden, heads = 8, 16, 2
+    hd = hidden // heads
+    b = Builder(seed=3)
+    for p in "qkv":
+        b.node("MatMul", ["x", b.weight(f"w{p}", [hidden, hidden], 1 / math.sqrt(hidden))], p)
+    split_shape = b.i64("heads_shape", [1, seq, heads, hd])
+    b.node("Reshape", ["q", split_shape], "q4")
+    b.node("Reshape", ["k", split_shape], "k4")
+    b.node("Reshape", ["v", split_shape], "v4")
+    b.node("Transpose", ["q4"], "qh", perm=[0, 2, 1, 3])  # [1,h,S,d]
+    b.node("Transpose", ["k4"], "kt", perm=[0, 2, 3, 1])  # [1,h,d,S]
+    b.node("Transpose", ["v4"], "vh", perm=[0, 2, 1, 3])
+    b.node("MatMul", ["qh", "kt"], "scores")
+    b.node("Div", ["scores", b.f32("sqrt_d", math.sqrt(hd))], "scaled")
+    b.node("Softmax", ["scaled"], "probs", axis=-1)
+    b.node("MatMul", ["probs", "vh"], "ctx")  # [1,h,S,d]
+    b.node("Transpose", ["ctx"], "ctx_t", perm=[0, 2, 1, 3])
+    b.node("Reshape", ["ctx_t", b.i64("merged_shape", [1, seq, hidden])], "merged")
+    b.node("MatMul", ["merged", b.weight("wo", [hidden, hidden], 1 / math.sqrt(hidden))], "attn")
+    b.node("Add", ["attn", "x"], "res")
+    # LayerNorm as the primitive ops older exporters emit
+    b.node("ReduceMean", ["res"], "mean", axes=[-1], keepdims=1)
+    b.node("Sub", ["res", "mean"], "centered")
+    b.node("Pow", ["centered", b.f32("two", 2.0)], "sq")
+    b.node("ReduceMean", ["sq"], "var", axes=[-1], keepdims=1)
+    b.node("Add", ["var", b.f32("eps", 1e-5)], "var_eps")
+    b.node("Sqrt", ["var_eps"], "std")
+    b.node("Div", ["centered", "std"], "normed")
+    b.node("Mul", ["normed", b.f32("ln.gamma", 1 + 0.1 * b.rng.standard_normal(hidden))], "scaled_ln")
+    b.node("Add", ["scaled_ln", b.f32("ln.beta", 0.1 * b.rng.standard_normal(hidden))], "ln")
+    # FFN with exact GELU: 0.5 * h * (1 + erf(h / sqrt 2))
+    b.node("MatMul", ["ln", b.weight("w1", [hidden, 2 * hidden], 1 / math.sqrt(hidden))], "h0")
+    b.node("Add", ["h0", b.weight("b1", [2 * hidden], 0.1)], "h")
+    b.node("Div", ["h", b.f32("sqrt2", math.sqrt(2.0))], "h_div")
+    b.node("Erf", ["h_div"], "erf")
+    b.node("Add", ["erf", b.f32("one", 1.0)], "erf1")
+    b.node("Mul", ["h", "erf1"], "gelu_unscaled")
+    b.node("Mul", ["gelu_unscaled", b.f32("half", 0.5)], "gelu")
+    b.node("MatMul", ["gelu", b.weight("w2", [2 * hidden, hidden], 1 / math.sqrt(2 * hidden))], "ffn")
+    # CLS-style token pick: scalar index removes axis 1
+    b.node("Gather", ["ffn", b.i64("cls_index", 0)], "cls", axis=1)  # [1,16]
+    b.node("Slice", ["ffn", b.i64("win.starts", [2]), b.i64("win.ends", [6]), b.i64("win.axes", [1])],
+           "window")  # [1,4,16]
+    return b.model("tiny_attention", [vi("x", F, [1, seq, hidden])],
+                   [vi("cls", F, [1, hidden]), vi("window", F, [1, 4, hidden])], opset=13)
+
+
+def tiny_layernorm17() -> onnx.ModelProto:
+    b = Builder(seed=4)
+    b.node("LayerNormalization",
+           ["x", b.f32("ln.gamma", 1 + 0.1 * b.rng.standard_normal(32)),
+            b.f32("ln.beta", 0.1 * b.rng.standard_normal(32))],
+           "ln", axis=-1, epsilon=1e-5)
+    b.node("MatMul", ["ln", b.weight("w", [32, 32], 1 / math.sqrt(32))], "m")
+    b.node("Sub", ["m", b.weight("shift", [32], 0.5)], "s")
+    # sqrt(s*s) = |s|: Sqrt never sees a tiny value produced by cancellation,
+    # so backends that round differently still agree to ~1e-6.
+    b.node("Mul", ["s", "s"], "s2")
+    b.node("Sqrt", ["s2"], "abs_s")
+    b.node("Relu", ["s"], "pos")
+    b.node("Mul", ["pos", "abs_s"], "y")
+    return b.model("tiny_layernorm17", [vi("x", F, [1, 4, 32])], [vi("y", F, [1, 4, 32])], opset=17)
+
+
+def shape_chain() -> onnx.ModelProto:
+    b = Builder(seed=5)
+    b.node("Shape", ["x"], "shape")
+    b.node("Gather", ["shape", b.i64("batch_index", 0)], "batch", axis=0)  # scalar
+    b.node("Unsqueeze", ["batch", b.i64("unsq_axes", [0])], "batch1")  # opset 13: axes input
+    b.node("Constant", [], "minus_one", value=numpy_helper.from_array(np.array([-1], dtype=np.int64)))
+    b.node("Concat", ["batch1", "minus_one"], "flat_shape", axis=0)  # [1, -1]
+    b.node("Reshape", ["x", "flat_shape"], "flat")  # [1, 144]
+    b.node("MatMul", ["flat", b.weight("w", [144, 8], 1 / 12)], "y")
+    return b.model("shape_chain", [vi("x", F, [1, 4, 6, 6])], [vi("y", F, [1, 8])], opset=13)
+
+
+def dynamic_batch() -> onnx.ModelProto:
+    b = Builder(seed=6)
+    b.node("MatMul", ["x", b.weight("w1", [16, 32])], "h0")
+    b.node("Add", ["h0", b.weight("b1", [32], 0.1)], "h1")
+    b.node("Relu", ["h1"], "h")
+    b.node("MatMul", ["h", b.weight("w2", [32, 8])], "o0")
+    b.node("Add", ["o0", b.weight("b2", [8], 0.1)], "o")
+    b.node("Sigmoid", ["o"], "y")
+    return b.model("dynamic_batch", [vi("x", F, ["N", 16])], [vi("y", F, ["N", 8])], opset=13)
+
+
+def opaque_op() -> onnx.ModelProto:
+    b = Builder(seed=7)
+    b.node("MatMul", ["x", b.weight("w1", [8, 16])], "h0")
+    b.node("Add", ["h0", b.weight("b1", [16], 0.1)], "h1")
+    b.node("HardSwish", ["h1"], "hs")  # opset 14; opaque to rlflow
+    b.node("PRelu", ["hs", b.weight("slope", [16], 0.1)], "p")  # opaque, with a weight input
+    b.node("MatMul", ["p", b.weight("w2", [16, 8])], "e")
+    b.node("Relu", ["e"], "y")
+    return b.model("opaque_op", [vi("x", F, [2, 8])], [vi("y", F, [2, 8])], opset=14)
+
+
+VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
+    "tiny_cnn": tiny_cnn,
+    "tiny_residual": tiny_residual,
+    "tiny_attention": tiny_attention,
+    "tiny_layernorm17": tiny_layernorm17,
+    "shape_chain": shape_chain,
+    "dynamic_batch": dynamic_batch,
+    "opaque_op": opaque_op,
+}
+
+
+# ----------------------------------------------------------- malformed corpus
+
+
+def _tiny_graph_model(nodes, inputs, outputs, inits=(), opset=13) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "malformed", inputs, outputs, initializer=list(inits))
+    opsets = [helper.make_opsetid("", opset)]
+    model = helper.make_model(graph, producer_name=PRODUCER, opset_imports=opsets)
+    model.ir_version = helper.find_min_ir_version_for(opsets)
+    return model
+
+
+def malformed_corpus() -> Dict[str, tuple]:
+    """name -> (bytes, one-line description for the README)."""
+    rng = np.random.default_rng(1234)
+    valid = tiny_cnn().SerializeToString()
+    out: Dict[str, tuple] = {}
+
+    out["empty.onnx"] = (b"", "0 bytes.")
+    garbage = rng.integers(0, 256, size=1024, dtype=np.uint8).tobytes()
+    out["garbage.onnx"] = (garbage, "1024 seeded random bytes; not a protobuf message.")
+    out["text.onnx"] = (b"This is a text file, not an ONNX model.\nir_version: 8\ngraph { }\n",
+                        "Plain text (looks a bit like protobuf text format), not binary protobuf.")
+    out["truncated.onnx"] = (valid[: len(valid) // 2],
+                             "The first half of the bytes of a valid model (tiny_cnn.onnx); "
+                             "parsing stops inside a length-delimited field.")
+
+    cyc = _tiny_graph_model(
+        [helper.make_node("Add", ["x", "b"], ["a"], name="A"),
+         helper.make_node("Relu", ["a"], ["b"], name="B")],
+        [vi("x", F, [2, 3])], [vi("b", F, [2, 3])])
+    out["cycle.onnx"] = (cyc.SerializeToString(),
+                         "Node A = Add(x, b) consumes b, which node B = Relu(a) produces from A's output: "
+                         "a cycle, so no topological order exists.")
+
+    dang = _tiny_graph_model(
+        [helper.make_node("Add", ["x", "ghost"], ["y"], name="add")],
+        [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+    out["dangling_input.onnx"] = (dang.SerializeToString(),
+                                  "Add consumes tensor 'ghost', which is neither a graph input, an "
+                                  "initializer nor any node's output.")
+
+    s = numpy_helper.from_array(np.array([1 + 2j, 3 - 4j], dtype=np.complex64), "c_weight")
+    unsup = _tiny_graph_model(
+        [helper.make_node("Identity", ["s"], ["s_out"], name="id_string"),
+         helper.make_node("Identity", ["c_weight"], ["c_out"], name="id_complex"),
+         helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [vi("x", F, [2]), vi("s", TensorProto.STRING, [2])],
+        [vi("y", F, [2]), vi("s_out", TensorProto.STRING, [2]), vi("c_out", TensorProto.COMPLEX64, [2])],
+        inits=[s])
+    out["unsupported_dtype.onnx"] = (unsup.SerializeToString(),
+                                     "Valid ONNX (passes onnx.checker), but a STRING graph input and a "
+                                     "COMPLEX64 initializer each feed an Identity node; rlflow supports "
+                                     "neither dtype.")
+
+    incons = _tiny_graph_model(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+        [vi("a", F, [2, 3]), vi("b", F, [4, 5])], [vi("y", F, [2, 3])])
+    out["inconsistent_shapes.onnx"] = (incons.SerializeToString(),
+                                       "Add of declared shapes [2,3] and [4,5], which do not broadcast.")
+
+    nog = onnx.ModelProto()
+    nog.ir_version = 7
+    nog.producer_name = PRODUCER
+    nog.opset_import.append(helper.make_opsetid("", 13))
+    out["no_graph.onnx"] = (nog.SerializeToString(), "A ModelProto with ir_version and opset_import but no graph.")
+
+    dup = _tiny_graph_model(
+        [helper.make_node("Relu", ["x"], ["t"], name="relu"),
+         helper.make_node("Sigmoid", ["x"], ["t"], name="sigmoid"),
+         helper.make_node("Add", ["t", "t"], ["y"], name="add")],
+        [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+    out["duplicate_output_name.onnx"] = (dup.SerializeToString(),
+                                         "Relu and Sigmoid both produce tensor 't' (violates SSA).")
+
+    # Extras beyond the original list: classic importer crashes.
+    bad_raw = onnx.TensorProto()
+    bad_raw.name = "w"
+    bad_raw.data_type = F
+    bad_raw.dims.extend([16, 16])
+    bad_raw.raw_data = np.zeros(4, dtype=np.float32).tobytes()  # 16 bytes instead of 1024
+    rawm = _tiny_graph_model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")],
+        [vi("x", F, [1, 16])], [vi("y", F, [1, 16])], inits=[bad_raw])
+    out["raw_data_size_mismatch.onnx"] = (rawm.SerializeToString(),
+                                          "Initializer 'w' declares dims [16,16] FLOAT (1024 bytes) but its "
+                                          "raw_data holds 16 bytes; reading it blindly over-reads the buffer.")
+
+    huge = onnx.TensorProto()
+    huge.name = "w"
+    huge.data_type = F
+    huge.dims.extend([1 << 20, 1 << 20, 1 << 10])  # 2^50 elements, no data
+    hugem = _tiny_graph_model(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        [vi("x", F, [1])], [vi("y", F, [1 << 20, 1 << 20, 1 << 10])], inits=[huge])
+    out["huge_dims.onnx"] = (hugem.SerializeToString(),
+                             "Initializer 'w' declares dims [2^20, 2^20, 2^10] (4 PiB) with no data; "
+                             "an importer that allocates from dims before checking the payload runs out of memory.")
+
+    undef_out = _tiny_graph_model(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu")],
+        [vi("x", F, [2, 3])], [vi("y", F, [2, 3])])
+    out["undefined_graph_output.onnx"] = (undef_out.SerializeToString(),
+                                          "Graph output 'y' is produced by no node (the only node makes 'r').")
+    return out
+
+
+# ------------------------------------------------------------------ checking
+
+
+def ort_smoke(model: onnx.ModelProto, name: str) -> str:
+    """Run the model once in onnxruntime: fixtures must actually execute."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = [d if isinstance(d, int) else 2 for d in i.shape]
+        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    outs = sess.run(None, feeds)
+    for o in outs:
+        if not np.all(np.isfinite(o)):
+            raise RuntimeError(f"{name}: non-finite output")
+    return " ".join("x".join(map(str, o.shape)) for o in outs)
+
+
+def expect_unloadable_or_invalid(name: str, data: bytes) -> str:
+    """Each malformed file must be rejected by the onnx parser, the onnx
+    checker or onnxruntime (the checker alone misses some, e.g. raw_data of the
+    wrong size or a graph output nobody produces)."""
+    import warnings
+
+    import onnxruntime as ort
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # protobuf warns on stray end-group tags
+            m = onnx.load_from_string(data)
+    except Exception:
+        return "parse error"
+    try:
+        onnx.checker.check_model(m, full_check=True)
+    except Exception:
+        return "parses; checker rejects"
+    try:
+        ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    except Exception:
+        return "passes checker; onnxruntime rejects"
+    if name == "unsupported_dtype.onnx":
+        return "valid ONNX (unsupported by rlflow)"
+    raise RuntimeError(f"{name}: expected to be malformed, but parses, passes the checker and loads in onnxruntime")
+
+
+def write_readme(path: Path, corpus: Dict[str, tuple], verdicts: Dict[str, str]) -> None:
+    lines = [
+        "# Malformed ONNX corpus",
+        "",
+        "Generated by `scripts/make_test_models.py` (deterministic; do not edit by hand).",
+        "rlflow must reject every file here with one clear error line and exit code 3 —",
+        "never crash, hang, or allocate unbounded memory.",
+        "",
+        "| file | what is wrong | onnx 1.16 / onnxruntime 1.19 say |",
+        "| --- | --- | --- |",
+    ]
+    for name, (_, desc) in corpus.items():
+        lines.append(f"| `{name}` | {desc} | {verdicts[name]} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="output folder (default: tests/data)")
+    ap.add_argument("--no-ort", action="store_true", help="skip the onnxruntime smoke run")
+    args = ap.parse_args(argv)
+
+    out = args.out_dir
+    bad_dir = out / "malformed"
+    bad_dir.mkdir(parents=True, exist_ok=True)
+    failed = 0
+
+    for name, build in VALID.items():
+        path = out / f"{name}.onnx"
+        try:
+            model = build()
+            onnx.checker.check_model(model, full_check=True)
+            data = model.SerializeToString()
+            if len(data) > MAX_BYTES:
+                raise RuntimeError(f"{len(data)} bytes exceeds the {MAX_BYTES} byte fixture limit")
+            shapes = "-" if args.no_ort else ort_smoke(model, name)
+            path.write_bytes(data)
+            ops = sorted({n.op_type for n in model.graph.node})
+            print(f"{name + '.onnx':28s} {len(data):7d} B  opset {model.opset_import[0].version:2d}  "
+                  f"ir {model.ir_version}  out {shapes:14s} {' '.join(ops)}")
+        except Exception as e:
+            print(f"FAIL {name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+            failed += 1
+
+    corpus = malformed_corpus()
+    verdicts = {}
+    for name, (data, _) in corpus.items():
+        try:
+            verdicts[name] = expect_unloadable_or_invalid(name, data)
+        except Exception as e:
+            print(f"FAIL malformed/{name}: {e}", file=sys.stderr)
+            failed += 1
+            verdicts[name] = "UNEXPECTEDLY VALID"
+        (bad_dir / name).write_bytes(data)
+        print(f"{'malformed/' + name:38s} {len(data):5d} B  {verdicts[name]}")
+    write_readme(bad_dir / "README.md", corpus, verdicts)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,278 @@
+#include "commands.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "rlflow/cli/app.h"
+#include "rlflow/cost/device.h"
+#include "rlflow/exec/compare.h"
+#include "rlflow/ir/summary.h"
+#include "rlflow/onnx/model_io.h"
+
+namespace rlflow::cli {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+json type_json(const std::string& name, const ir::TensorType& t) {
+  return {{"name", name}, {"dtype", ir::dtype_name(t.dtype)}, {"shape", t.shape}};
+}
+
+json summary_json(const ir::GraphSummary& s) {
+  return {{"ops", s.num_ops}, {"op_counts", s.op_counts}, {"parameters", s.num_parameters}, {"flops", s.flops},
+          {"opaque_ops", s.opaque_ops}};
+}
+
+std::string human(double v) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 4) {
+    v /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", v, units[u]);
+  return buf;
+}
+
+Expected<ir::Graph> load(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
+                         onnxio::ImportStats* stats) {
+  auto parsed = parse_input_shapes(shapes);
+  if (!parsed) return parsed.error();
+  onnxio::ImportOptions io;
+  io.input_shapes = *parsed;
+  io.evaluator = &ex;
+  return onnxio::import_model_file(path, io, stats);
+}
+
+void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* after) {
+  std::set<std::string> ops;
+  for (const auto& [k, v] : before.op_counts) ops.insert(k);
+  if (after)
+    for (const auto& [k, v] : after->op_counts) ops.insert(k);
+  std::printf("  %-22s %8s%s\n", "op", after ? "before" : "count", after ? "    after" : "");
+  for (const auto& op : ops) {
+    auto b = before.op_counts.count(op) ? before.op_counts.at(op) : 0;
+    if (after) {
+      auto a = after->op_counts.count(op) ? after->op_counts.at(op) : 0;
+      std::printf("  %-22s %8lld %8lld\n", op.c_str(), static_cast<long long>(b), static_cast<long long>(a));
+    } else {
+      std::printf("  %-22s %8lld\n", op.c_str(), static_cast<long long>(b));
+    }
+  }
+  if (after)
+    std::printf("  %-22s %8lld %8lld\n", "total", static_cast<long long>(before.num_ops), static_cast<long long>(after->num_ops));
+  else
+    std::printf("  %-22s %8lld\n", "total", static_cast<long long>(before.num_ops));
+}
+
+}  // namespace
+
+int exit_code_for(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kUsage: return kUsage;
+    case ErrorCode::kBadInput:
+    case ErrorCode::kUnsupported: return kBadInput;
+    case ErrorCode::kVerificationFailed: return kVerificationFailed;
+    case ErrorCode::kInternal: return kInternal;
+  }
+  return kInternal;
+}
+
+int report_error(const GlobalOptions& g, const Error& e) {
+  const int code = exit_code_for(e.code);
+  std::fprintf(stderr, "rlflow: error: %s\n", e.message.c_str());
+  if (g.json) std::cout << json{{"ok", false}, {"error", e.message}, {"exit_code", code}}.dump(2) << std::endl;
+  return code;
+}
+
+std::string version_string() {
+  auto dev = cost::probe_devices();
+  std::string s = "rlflow " RLFLOW_VERSION " (libtorch " RLFLOW_TORCH_VERSION ", CUDA backend ";
+  s += dev.cuda_compiled ? "compiled" : "not compiled";
+  s += ", GPUs: " + std::to_string(dev.device_count);
+  if (!dev.names.empty()) s += " [" + dev.names.front() + "]";
+  return s + ")";
+}
+
+int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
+  exec::Executor ex;
+  onnxio::ImportStats stats;
+  auto graph = load(o.model, o.input_shapes, ex, &stats);
+  if (!graph) return report_error(g, graph.error());
+  const auto s = ir::summarize(*graph);
+  json ins = json::array(), outs = json::array();
+  for (auto id : graph->inputs()) ins.push_back(type_json(graph->node(id).name, graph->node(id).outputs[0]));
+  for (const auto& out : graph->outputs()) outs.push_back(type_json(out.name, graph->type(out.value)));
+  if (g.json) {
+    json j = summary_json(s);
+    j["model"] = o.model;
+    j["inputs"] = ins;
+    j["outputs"] = outs;
+    j["opsets"] = json::object();
+    for (const auto& [d, v] : graph->meta().opsets) j["opsets"][d.empty() ? "ai.onnx" : d] = v;
+    j["import"] = {{"onnx_nodes", stats.onnx_nodes}, {"folded", stats.folded_nodes}, {"removed", stats.removed_nodes}};
+    std::cout << j.dump(2) << std::endl;
+    return kOk;
+  }
+  std::printf("%s  (opset %lld, producer %s)\n", o.model.c_str(), static_cast<long long>(graph->meta().opset("")),
+              graph->meta().producer_name.c_str());
+  for (const auto& i : ins) std::printf("  input  %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
+  for (const auto& i : outs) std::printf("  output %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
+  std::printf("  parameters %s   FLOPs %s   ops %lld (ONNX nodes %d, folded %d, removed %d)\n", human(static_cast<double>(s.num_parameters)).c_str(),
+              human(s.flops).c_str(), static_cast<long long>(s.num_ops), stats.onnx_nodes, stats.folded_nodes, stats.removed_nodes);
+  print_op_table(s, nullptr);
+  if (!s.opaque_ops.empty()) {
+    std::printf("  opaque ops (kept as they are, never rewritten):");
+    for (const auto& op : s.opaque_ops) std::printf(" %s", op.c_str());
+    std::printf("\n");
+  }
+  return kOk;
+}
+
+int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  if (fs::exists(o.output, ec) && fs::exists(o.model, ec) && fs::equivalent(o.output, o.model, ec))
+    return report_error(g, Error{ErrorCode::kUsage, "the output path is the input model; choose another -o"});
+  exec::Executor ex;
+  onnxio::ImportStats stats;
+  auto original = load(o.model, o.input_shapes, ex, &stats);
+  if (!original) return report_error(g, original.error());
+  const double t_import = seconds_since(t0);
+  spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
+               stats.folded_nodes, t_import);
+
+  if (o.search != "none")
+    return report_error(g, Error{ErrorCode::kUsage, "--search " + o.search + " is not available in this build"});
+  ir::Graph optimised = *original;
+
+  // Verification re-imports the temporary output file, so it checks exactly the bytes that land.
+  onnxio::ExportOptions eo;
+  eo.evaluator = &ex;
+  json verification = {{"enabled", o.verify}};
+  double t_verify = 0;
+  auto verify_written = [&](const std::string& tmp_path) -> Status {
+    const auto tv = std::chrono::steady_clock::now();
+    onnxio::ImportOptions io;
+    io.evaluator = &ex;
+    auto written = onnxio::import_model_file(tmp_path, io);
+    if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
+    exec::CompareOptions co;
+    co.seed = o.seed;
+    co.atol = o.atol;
+    co.rtol = o.rtol;
+    auto cmp = exec::compare_graphs(*original, *written, co);
+    t_verify = seconds_since(tv);
+    if (!cmp) {
+      if (cmp.error().code == ErrorCode::kUnsupported && ir::structurally_equal(*original, *written)) {
+        verification["method"] = "structural";
+        verification["ok"] = true;
+        verification["note"] = cmp.error().message;
+        return {};
+      }
+      return Error{ErrorCode::kVerificationFailed,
+                   "cannot verify the result: " + cmp.error().message + "; nothing was written (use --no-verify to skip)"};
+    }
+    verification["method"] = "reference executor";
+    verification["ok"] = cmp->ok;
+    verification["max_abs_diff"] = cmp->max_abs_diff;
+    verification["atol"] = o.atol;
+    verification["rtol"] = o.rtol;
+    verification["seed"] = o.seed;
+    if (!cmp->ok) return Error{ErrorCode::kVerificationFailed, "verification failed: " + cmp->message + "; nothing was written"};
+    return {};
+  };
+  const auto te = std::chrono::steady_clock::now();
+  auto written = o.verify ? onnxio::write_model_file(optimised, o.output, eo, o.model, verify_written)
+                          : onnxio::write_model_file(optimised, o.output, eo, o.model);
+  if (!written.ok()) return report_error(g, written.error());
+  const double t_export = seconds_since(te) - t_verify;
+  const double total = seconds_since(t0);
+  const auto before = ir::summarize(*original);
+  const auto after = ir::summarize(optimised);
+  if (g.json) {
+    json j{{"ok", true},
+           {"model", o.model},
+           {"output", o.output},
+           {"search", o.search},
+           {"before", summary_json(before)},
+           {"after", summary_json(after)},
+           {"verification", verification},
+           {"steps", json::array()},
+           {"time_s", {{"import", t_import}, {"export", t_export}, {"verify", t_verify}, {"total", total}}}};
+    std::cout << j.dump(2) << std::endl;
+    return kOk;
+  }
+  std::printf("rlflow optimise %s -> %s  (search: %s)\n", o.model.c_str(), o.output.c_str(), o.search.c_str());
+  print_op_table(before, &after);
+  if (o.verify) {
+    if (verification["method"] == "structural")
+      std::printf("verified: structurally identical to the original (%s)\n", verification["note"].get<std::string>().c_str());
+    else
+      std::printf("verified: max abs diff %.3g against the original (atol %g, rtol %g, seed %llu)\n",
+                  verification["max_abs_diff"].get<double>(), o.atol, o.rtol, static_cast<unsigned long long>(o.seed));
+  } else {
+    std::printf("not verified (--no-verify)\n");
+  }
+  std::printf("time: %.2fs (import %.2fs, export %.2fs, verify %.2fs)\n", total, t_import, t_export, t_verify);
+  return kOk;
+}
+
+int cmd_run(const GlobalOptions& g, const RunOptions& o) {
+  std::vector<ir::TensorPtr> inputs, expected;
+  for (int k = 0;; ++k) {
+    auto p = fs::path(o.data_dir) / ("input_" + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    auto t = onnxio::read_tensor_file(p.string());
+    if (!t) return report_error(g, t.error());
+    inputs.push_back(*t);
+  }
+  for (int k = 0;; ++k) {
+    auto p = fs::path(o.data_dir) / ("output_" + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    auto t = onnxio::read_tensor_file(p.string());
+    if (!t) return report_error(g, t.error());
+    expected.push_back(*t);
+  }
+  if (inputs.empty() && expected.empty())
+    return report_error(g, Error::bad_input(o.data_dir + ": no input_N.pb / output_N.pb files"));
+  exec::Executor ex;
+  onnxio::ImportOptions io;
+  io.evaluator = &ex;
+  for (const auto& t : inputs) io.positional_input_shapes.push_back(t->shape());  // the data fixes the shapes
+  auto graph = onnxio::import_model_file(o.model, io);
+  if (!graph) return report_error(g, graph.error());
+  auto outs = ex.run(*graph, inputs);
+  if (!outs) return report_error(g, outs.error());
+  if (outs->size() != expected.size())
+    return report_error(g, Error{ErrorCode::kVerificationFailed, "the model has " + std::to_string(outs->size()) +
+                                                                     " outputs, the data " + std::to_string(expected.size())});
+  bool ok = true;
+  double worst = 0;
+  json per = json::array();
+  for (size_t k = 0; k < outs->size(); ++k) {
+    auto d = exec::diff_tensors(*(*outs)[k], *expected[k], o.atol, o.rtol);
+    const bool same_type = (*outs)[k]->dtype() == expected[k]->dtype();
+    ok = ok && d.ok && same_type;
+    worst = std::max(worst, d.max_abs_diff);
+    per.push_back({{"index", k}, {"ok", d.ok && same_type}, {"max_abs_diff", d.max_abs_diff}});
+  }
+  if (g.json) std::cout << json{{"ok", ok}, {"max_abs_diff", worst}, {"outputs", per}}.dump(2) << std::endl;
+  else std::printf("%s: %s (max abs diff %.3g)\n", o.model.c_str(), ok ? "match" : "MISMATCH", worst);
+  return ok ? kOk : kVerificationFailed;
+}
+
+}  // namespace rlflow::cli

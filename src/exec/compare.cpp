@@ -1,0 +1,115 @@
+#include "rlflow/exec/compare.h"
+
+#include <cmath>
+#include <random>
+
+namespace rlflow::exec {
+
+std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
+  std::vector<ir::TensorPtr> out;
+  std::mt19937_64 rng(seed);
+  for (auto id : g.inputs()) {
+    const auto& t = g.node(id).outputs[0];
+    const auto n = static_cast<size_t>(t.numel());
+    switch (t.dtype) {
+      case ir::DType::kFloat64: {
+        std::normal_distribution<double> d;
+        std::vector<double> v(n);
+        for (auto& x : v) x = d(rng);
+        out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
+        break;
+      }
+      case ir::DType::kInt64: {
+        std::vector<int64_t> v(n);
+        for (auto& x : v) x = static_cast<int64_t>(rng() % 2);
+        out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
+        break;
+      }
+      case ir::DType::kInt32: {
+        std::vector<int32_t> v(n);
+        for (auto& x : v) x = static_cast<int32_t>(rng() % 2);
+        out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
+        break;
+      }
+      case ir::DType::kBool:
+      case ir::DType::kUInt8:
+      case ir::DType::kInt8: {
+        std::vector<uint8_t> v(n);
+        for (auto& x : v) x = static_cast<uint8_t>(rng() % 2);
+        out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
+        break;
+      }
+      default: {
+        std::normal_distribution<float> d;
+        std::vector<float> v(n);
+        for (auto& x : v) x = d(rng);
+        out.push_back(ir::Tensor::from_vector(ir::DType::kFloat32, t.shape, v));
+      }
+    }
+  }
+  return out;
+}
+
+OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol) {
+  OutputDiff d;
+  if (a.shape() != b.shape()) {
+    d.ok = false;
+    d.max_abs_diff = INFINITY;
+    return d;
+  }
+  auto va = a.as_double(), vb = b.as_double();
+  for (size_t i = 0; i < va.size(); ++i) {
+    const double diff = std::fabs(va[i] - vb[i]);
+    const bool both_nan = std::isnan(va[i]) && std::isnan(vb[i]);
+    if (both_nan) continue;
+    if (std::isnan(diff) || diff > atol + rtol * std::fabs(vb[i])) d.ok = false;
+    if (std::isnan(diff)) d.max_abs_diff = INFINITY;
+    else d.max_abs_diff = std::max(d.max_abs_diff, diff);
+    d.max_ref_abs = std::max(d.max_ref_abs, std::fabs(vb[i]));
+  }
+  return d;
+}
+
+Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph& candidate, const CompareOptions& opts) {
+  if (reference.outputs().size() != candidate.outputs().size())
+    return Comparison{false, INFINITY, {}, "the graphs have different numbers of outputs"};
+  auto ia = reference.inputs(), ib = candidate.inputs();
+  if (ia.size() != ib.size()) return Comparison{false, INFINITY, {}, "the graphs have different inputs"};
+  for (size_t k = 0; k < ia.size(); ++k)
+    if (reference.node(ia[k]).outputs[0] != candidate.node(ib[k]).outputs[0])
+      return Comparison{false, INFINITY, {}, "input " + std::to_string(k) + " differs in type"};
+  Executor ex(opts.compute);
+  Comparison c;
+  c.outputs.resize(reference.outputs().size());
+  for (int trial = 0; trial < opts.trials; ++trial) {
+    auto inputs = random_inputs(reference, opts.seed + static_cast<uint64_t>(trial));
+    auto ra = ex.run(reference, inputs);
+    if (!ra) return ra.error();
+    auto rb = ex.run(candidate, inputs);
+    if (!rb) return rb.error();
+    for (size_t k = 0; k < ra->size(); ++k) {
+      auto& od = c.outputs[k];
+      od.name = reference.outputs()[k].name;
+      if ((*ra)[k]->dtype() != (*rb)[k]->dtype()) {
+        od.ok = false;
+        od.max_abs_diff = INFINITY;
+        continue;
+      }
+      auto d = diff_tensors(*(*rb)[k], *(*ra)[k], opts.atol, opts.rtol);
+      od.ok = od.ok && d.ok;
+      od.max_abs_diff = std::max(od.max_abs_diff, d.max_abs_diff);
+      od.max_ref_abs = std::max(od.max_ref_abs, d.max_ref_abs);
+    }
+  }
+  for (const auto& od : c.outputs) {
+    c.max_abs_diff = std::max(c.max_abs_diff, od.max_abs_diff);
+    if (!od.ok && c.ok) {
+      c.ok = false;
+      c.message = "output '" + od.name + "' differs: max abs diff " + std::to_string(od.max_abs_diff) + " (atol " +
+                  std::to_string(opts.atol) + ", rtol " + std::to_string(opts.rtol) + ")";
+    }
+  }
+  return c;
+}
+
+}  // namespace rlflow::exec

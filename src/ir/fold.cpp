@@ -1,0 +1,79 @@
+#include <algorithm>
+
+#include "rlflow/ir/evaluator.h"
+
+namespace rlflow::ir {
+
+TensorPtr materialize_constant(const ConstantParams& p) {
+  const auto n = static_cast<size_t>(numel(p.shape));
+  std::vector<double> v(n, p.fill == ConstantFill::kValue ? p.value : 0.0);
+  if (p.fill == ConstantFill::kIdentityConv && p.shape.size() == 4) {
+    // [C, C/g, kh, kw]: output channel c reads its own input channel at the kernel centre.
+    const int64_t c_out = p.shape[0], c_in = p.shape[1], kh = p.shape[2], kw = p.shape[3];
+    const int64_t group_in = c_in;
+    for (int64_t c = 0; c < c_out; ++c) {
+      const int64_t ci = c % group_in;
+      v[static_cast<size_t>(((c * c_in + ci) * kh + kh / 2) * kw + kw / 2)] = 1.0;
+    }
+  } else if (p.fill == ConstantFill::kAvgPoolKernel && p.shape.size() == 4) {
+    std::fill(v.begin(), v.end(), 1.0 / static_cast<double>(p.shape[2] * p.shape[3]));
+  }
+  if (p.dtype == DType::kFloat64) return Tensor::from_vector(p.dtype, p.shape, v);
+  if (p.dtype == DType::kInt64) {
+    std::vector<int64_t> iv(v.begin(), v.end());
+    return Tensor::from_vector(p.dtype, p.shape, iv);
+  }
+  std::vector<float> fv(v.begin(), v.end());
+  return Tensor::from_vector(DType::kFloat32, p.shape, fv);
+}
+
+Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
+  Graph out;
+  out.meta() = g.meta();
+  std::vector<char> is_const(g.size(), 0);
+  // Folded outputs of multi-output nodes become one Weight node each.
+  std::vector<std::vector<ValueRef>> remap(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<NodeId>(i));
+    bool foldable = n.kind != OpKind::kInput && n.kind != OpKind::kOpaque;
+    for (const auto& in : n.inputs) foldable = foldable && is_const[static_cast<size_t>(in.node)];
+    if (n.kind == OpKind::kWeight) foldable = false;
+    if (!foldable) {
+      Node copy = n;
+      for (auto& in : copy.inputs) in = remap[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)];
+      NodeId id = out.add(std::move(copy));
+      for (size_t k = 0; k < n.outputs.size(); ++k) remap[i].push_back({id, static_cast<int32_t>(k)});
+      is_const[i] = n.kind == OpKind::kWeight;
+      continue;
+    }
+    std::vector<TensorPtr> values;
+    if (n.kind == OpKind::kConstant) {
+      values.push_back(materialize_constant(std::get<ConstantParams>(n.params)));
+    } else {
+      std::vector<TensorPtr> ins;
+      for (const auto& in : n.inputs) {
+        const auto& src = out.node(remap[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)].node);
+        ins.push_back(src.value);
+      }
+      auto r = eval.evaluate(n, ins);
+      if (!r) return r.error().with_context("folding " + node_label(g, static_cast<NodeId>(i)));
+      values = std::move(*r);
+    }
+    for (size_t k = 0; k < values.size(); ++k) {
+      Node w;
+      w.kind = OpKind::kWeight;
+      w.outputs = {values[k]->type()};
+      w.value = values[k];
+      if (k < n.output_names.size()) w.name = n.output_names[k];
+      if (w.outputs[0] != n.outputs[k])
+        return Error::internal("folding " + node_label(g, static_cast<NodeId>(i)) + " produced " + w.outputs[0].str() +
+                               ", expected " + n.outputs[k].str());
+      remap[i].push_back({out.add(std::move(w)), 0});
+    }
+    is_const[i] = 1;
+  }
+  for (const auto& o : g.outputs()) out.add_output(remap[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)], o.name);
+  return remove_dead_nodes(out);
+}
+
+}  // namespace rlflow::ir

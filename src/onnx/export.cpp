@@ -1,0 +1,518 @@
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <set>
+#include <unordered_set>
+
+#include "proto_io.h"
+#include "rlflow/onnx/model_io.h"
+
+namespace rlflow::onnxio {
+
+using ir::Node;
+using ir::NodeId;
+using ir::OpKind;
+using ir::TensorPtr;
+using ir::ValueRef;
+
+namespace {
+
+// Highest default-domain opset the linked ONNX library can check.
+int64_t max_known_opset() { return onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second; }
+
+class Exporter {
+ public:
+  Exporter(const ir::Graph& g, onnx::ModelProto* m) : g_(g), m_(m), gp_(m->mutable_graph()) {}
+  Status run();
+
+ private:
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+  const std::string& name_of(ValueRef v) const { return names_[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; }
+  void assign_names();
+  onnx::NodeProto* add_node(const std::string& op, const Node& src, std::vector<std::string> ins, std::vector<std::string> outs);
+  std::string add_initializer(const TensorPtr& t, const std::string& base);
+  std::string ints_initializer(const std::vector<int64_t>& v, const std::string& base) {
+    return add_initializer(ir::Tensor::i64(v), base);
+  }
+  std::string scalar_like(double v, ir::DType dt, const std::string& base);
+  Status emit(NodeId id);
+  void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+  void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  void set_float(onnx::NodeProto* n, const std::string& name, double v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(static_cast<float>(v));
+  }
+  void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  void value_info(onnx::ValueInfoProto* vi, const std::string& name, const ir::TensorType& t) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtype_to_onnx(t.dtype));
+    auto* s = tt->mutable_shape();
+    for (auto d : t.shape) s->add_dim()->set_dim_value(d);
+  }
+
+  const ir::Graph& g_;
+  onnx::ModelProto* m_;
+  onnx::GraphProto* gp_;
+  std::unordered_set<std::string> used_;
+  std::vector<std::vector<std::string>> names_;
+  std::vector<std::pair<ValueRef, std::string>> identity_outputs_;  // outputs that need an Identity
+  int64_t opset_ = 0;
+};
+
+void Exporter::assign_names() {
+  names_.resize(g_.size());
+  for (size_t i = 0; i < g_.size(); ++i) names_[i].resize(g_.node(static_cast<NodeId>(i)).outputs.size());
+  // Graph outputs keep their names exactly: claim them first.
+  std::set<ValueRef> claimed;
+  for (const auto& o : g_.outputs()) used_.insert(o.name);
+  for (const auto& o : g_.outputs()) {
+    const auto& n = g_.node(o.value.node);
+    const bool producer_is_op = n.kind != OpKind::kInput && n.kind != OpKind::kWeight;
+    if (producer_is_op && claimed.insert(o.value).second) names_[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)] = o.name;
+    else identity_outputs_.emplace_back(o.value, o.name);
+  }
+  for (auto id : g_.inputs()) {
+    auto& nm = names_[static_cast<size_t>(id)][0];
+    if (nm.empty()) nm = g_.node(id).name;
+    used_.insert(nm);
+  }
+  for (size_t i = 0; i < g_.size(); ++i) {
+    const auto& n = g_.node(static_cast<NodeId>(i));
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      auto& nm = names_[i][k];
+      if (!nm.empty()) continue;
+      std::string want = k < n.output_names.size() ? n.output_names[k] : std::string();
+      if (want.empty() && (n.kind == OpKind::kWeight)) want = n.name;
+      if (want.empty()) want = std::string(ir::op_name(n.kind)) + "_" + std::to_string(i) + (k ? "_" + std::to_string(k) : "");
+      nm = fresh(want);
+    }
+  }
+}
+
+onnx::NodeProto* Exporter::add_node(const std::string& op, const Node& src, std::vector<std::string> ins,
+                                    std::vector<std::string> outs) {
+  auto* n = gp_->add_node();
+  n->set_op_type(op);
+  std::string nm = src.name.empty() ? op + "_" + outs.front() : src.name;
+  n->set_name(fresh(nm));
+  for (auto& s : ins) n->add_input(s);
+  for (auto& s : outs) n->add_output(s);
+  return n;
+}
+
+std::string Exporter::add_initializer(const TensorPtr& t, const std::string& base) {
+  std::string name = fresh(base);
+  tensor_to_proto(*t, name, gp_->add_initializer());
+  return name;
+}
+
+std::string Exporter::scalar_like(double v, ir::DType dt, const std::string& base) {
+  if (dt == ir::DType::kFloat64) return add_initializer(ir::Tensor::from_vector<double>(dt, {}, {v}), base);
+  if (dt == ir::DType::kInt64) return add_initializer(ir::Tensor::from_vector<int64_t>(dt, {}, {static_cast<int64_t>(v)}), base);
+  if (dt == ir::DType::kInt32) return add_initializer(ir::Tensor::from_vector<int32_t>(dt, {}, {static_cast<int32_t>(v)}), base);
+  return add_initializer(ir::Tensor::from_vector<float>(ir::DType::kFloat32, {}, {static_cast<float>(v)}), base);
+}
+
+Status Exporter::emit(NodeId id) {
+  const Node& n = g_.node(id);
+  std::vector<std::string> ins;
+  for (const auto& v : n.inputs) ins.push_back(name_of(v));
+  std::vector<std::string> outs = names_[static_cast<size_t>(id)];
+  const std::string& out = outs.front();
+  auto plain = [&](const std::string& op) { return add_node(op, n, ins, outs); };
+  switch (n.kind) {
+    case OpKind::kInput:
+      value_info(gp_->add_input(), out, n.outputs[0]);
+      return {};
+    case OpKind::kWeight:
+      tensor_to_proto(*n.value, out, gp_->add_initializer());
+      return {};
+    case OpKind::kConstant:
+      tensor_to_proto(*ir::materialize_constant(std::get<ir::ConstantParams>(n.params)), out, gp_->add_initializer());
+      return {};
+    case OpKind::kMatMul: plain("MatMul"); return {};
+    case OpKind::kAdd: plain("Add"); return {};
+    case OpKind::kSub: plain("Sub"); return {};
+    case OpKind::kMul: plain("Mul"); return {};
+    case OpKind::kDiv: plain("Div"); return {};
+    case OpKind::kPow: plain("Pow"); return {};
+    case OpKind::kSqrt: plain("Sqrt"); return {};
+    case OpKind::kRelu: plain("Relu"); return {};
+    case OpKind::kSigmoid: plain("Sigmoid"); return {};
+    case OpKind::kTanh: plain("Tanh"); return {};
+    case OpKind::kErf: plain("Erf"); return {};
+    case OpKind::kGlobalAveragePool: plain("GlobalAveragePool"); return {};
+    case OpKind::kConv: {
+      const auto& p = std::get<ir::ConvParams>(n.params);
+      // A fused activation is exported as its own node after the convolution.
+      std::vector<std::string> conv_out = outs;
+      if (p.act != ir::Activation::kNone) conv_out = {fresh(out + "_preact")};
+      auto* c = add_node("Conv", n, ins, conv_out);
+      const auto& w = g_.type(n.inputs[1]).shape;
+      set_ints(c, "kernel_shape", std::vector<int64_t>(w.begin() + 2, w.end()));
+      set_ints(c, "strides", p.strides);
+      set_ints(c, "pads", p.pads);
+      set_ints(c, "dilations", p.dilations);
+      set_int(c, "group", p.group);
+      if (p.act != ir::Activation::kNone) {
+        const char* op = p.act == ir::Activation::kRelu ? "Relu" : p.act == ir::Activation::kSigmoid ? "Sigmoid" : "Tanh";
+        Node act;
+        add_node(op, act, conv_out, outs);
+      }
+      return {};
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool: {
+      const auto& p = std::get<ir::PoolParams>(n.params);
+      auto* c = plain(n.kind == OpKind::kMaxPool ? "MaxPool" : "AveragePool");
+      set_ints(c, "kernel_shape", p.kernel);
+      set_ints(c, "strides", p.strides);
+      set_ints(c, "pads", p.pads);
+      if (p.ceil_mode) set_int(c, "ceil_mode", 1);
+      if (n.kind == OpKind::kAveragePool && p.count_include_pad) set_int(c, "count_include_pad", 1);
+      return {};
+    }
+    case OpKind::kGemm: {
+      const auto& p = std::get<ir::GemmParams>(n.params);
+      auto* c = plain("Gemm");
+      if (p.alpha != 1.0) set_float(c, "alpha", p.alpha);
+      if (p.beta != 1.0) set_float(c, "beta", p.beta);
+      if (p.trans_a) set_int(c, "transA", 1);
+      if (p.trans_b) set_int(c, "transB", 1);
+      return {};
+    }
+    case OpKind::kClip: {
+      const auto& p = std::get<ir::ClipParams>(n.params);
+      const auto dt = n.outputs[0].dtype;
+      if (opset_ < 11) {
+        auto* c = plain("Clip");
+        if (std::isfinite(p.min)) set_float(c, "min", p.min);
+        if (std::isfinite(p.max)) set_float(c, "max", p.max);
+      } else {
+        ins.push_back(std::isfinite(p.min) ? scalar_like(p.min, dt, out + "_min") : std::string());
+        if (std::isfinite(p.max)) ins.push_back(scalar_like(p.max, dt, out + "_max"));
+        plain("Clip");
+      }
+      return {};
+    }
+    case OpKind::kSoftmax: {
+      const auto& p = std::get<ir::AxisParams>(n.params);
+      if (opset_ < 13 && p.axis != n.outputs[0].rank() - 1)
+        return Error::internal("Softmax over a non-last axis cannot be written at opset " + std::to_string(opset_));
+      set_int(plain("Softmax"), "axis", p.axis);
+      return {};
+    }
+    case OpKind::kLayerNorm: {
+      const auto& p = std::get<ir::NormParams>(n.params);
+      if (opset_ >= 17) {
+        auto* c = plain("LayerNormalization");
+        set_int(c, "axis", p.axis);
+        set_float(c, "epsilon", p.epsilon);
+        return {};
+      }
+      // Older opsets: the decomposed form that exporters emit.
+      std::vector<int64_t> axes;
+      for (int64_t d = p.axis; d < n.outputs[0].rank(); ++d) axes.push_back(d);
+      Node anon;
+      auto reduce = [&](const std::string& in, const std::string& o) {
+        auto* r = add_node("ReduceMean", anon, {in}, {o});
+        set_ints(r, "axes", axes);
+      };
+      const std::string mean = fresh(out + "_mean"), d = fresh(out + "_centered"), sq = fresh(out + "_sq"),
+                        var = fresh(out + "_var"), ve = fresh(out + "_vareps"), sd = fresh(out + "_std");
+      const auto dt = n.outputs[0].dtype;
+      reduce(ins[0], mean);
+      add_node("Sub", anon, {ins[0], mean}, {d});
+      add_node("Mul", anon, {d, d}, {sq});
+      reduce(sq, var);
+      add_node("Add", anon, {var, scalar_like(p.epsilon, dt, out + "_eps")}, {ve});
+      add_node("Sqrt", anon, {ve}, {sd});
+      const std::string normed = ins.size() > 1 ? fresh(out + "_normed") : out;
+      add_node("Div", anon, {d, sd}, {normed});
+      if (ins.size() == 2) add_node("Mul", anon, {normed, ins[1]}, {out});
+      if (ins.size() == 3) {
+        const std::string scaled = fresh(out + "_scaled");
+        add_node("Mul", anon, {normed, ins[1]}, {scaled});
+        add_node("Add", anon, {scaled, ins[2]}, {out});
+      }
+      return {};
+    }
+    case OpKind::kBatchNorm: {
+      set_float(plain("BatchNormalization"), "epsilon", std::get<ir::NormParams>(n.params).epsilon);
+      return {};
+    }
+    case OpKind::kReduceMean: {
+      const auto& p = std::get<ir::AxesParams>(n.params);
+      if (opset_ >= 18) ins.push_back(ints_initializer(p.axes, out + "_axes"));
+      auto* c = plain("ReduceMean");
+      if (opset_ < 18) set_ints(c, "axes", p.axes);
+      set_int(c, "keepdims", p.keepdims ? 1 : 0);
+      return {};
+    }
+    case OpKind::kConcat: set_int(plain("Concat"), "axis", std::get<ir::AxisParams>(n.params).axis); return {};
+    case OpKind::kFlatten: set_int(plain("Flatten"), "axis", std::get<ir::AxisParams>(n.params).axis); return {};
+    case OpKind::kGather: set_int(plain("Gather"), "axis", std::get<ir::AxisParams>(n.params).axis); return {};
+    case OpKind::kSplit: {
+      const auto& p = std::get<ir::SplitParams>(n.params);
+      if (opset_ >= 13) ins.push_back(ints_initializer(p.sizes, out + "_split"));
+      auto* c = plain("Split");
+      set_int(c, "axis", p.axis);
+      if (opset_ < 13) set_ints(c, "split", p.sizes);
+      return {};
+    }
+    case OpKind::kTranspose: set_ints(plain("Transpose"), "perm", std::get<ir::TransposeParams>(n.params).perm); return {};
+    case OpKind::kReshape:
+      ins.push_back(ints_initializer(std::get<ir::ReshapeParams>(n.params).shape, out + "_shape"));
+      plain("Reshape");
+      return {};
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze: {
+      const auto& p = std::get<ir::AxesParams>(n.params);
+      if (opset_ >= 13) ins.push_back(ints_initializer(p.axes, out + "_axes"));
+      auto* c = plain(n.kind == OpKind::kSqueeze ? "Squeeze" : "Unsqueeze");
+      if (opset_ < 13) set_ints(c, "axes", p.axes);
+      return {};
+    }
+    case OpKind::kPad: {
+      const auto& p = std::get<ir::PadParams>(n.params);
+      const char* mode = p.mode == ir::PadMode::kConstant ? "constant" : p.mode == ir::PadMode::kReflect ? "reflect" : "edge";
+      if (opset_ < 11) {
+        auto* c = plain("Pad");
+        set_string(c, "mode", mode);
+        set_ints(c, "pads", p.pads);
+        if (p.value != 0.0) set_float(c, "value", p.value);
+      } else {
+        ins.push_back(ints_initializer(p.pads, out + "_pads"));
+        if (p.mode == ir::PadMode::kConstant && p.value != 0.0) ins.push_back(scalar_like(p.value, n.outputs[0].dtype, out + "_value"));
+        set_string(plain("Pad"), "mode", mode);
+      }
+      return {};
+    }
+    case OpKind::kSlice: {
+      const auto& p = std::get<ir::SliceParams>(n.params);
+      // Normalised ends of -1 with a negative step mean "through index 0": INT64_MIN says that in ONNX.
+      std::vector<int64_t> ends = p.ends;
+      for (size_t k = 0; k < ends.size(); ++k)
+        if (p.steps[k] < 0 && ends[k] < 0) ends[k] = std::numeric_limits<int64_t>::min();
+      if (opset_ < 10) {
+        auto* c = plain("Slice");
+        set_ints(c, "starts", p.starts);
+        set_ints(c, "ends", ends);
+        set_ints(c, "axes", p.axes);
+        return {};
+      }
+      ins.push_back(ints_initializer(p.starts, out + "_starts"));
+      ins.push_back(ints_initializer(ends, out + "_ends"));
+      ins.push_back(ints_initializer(p.axes, out + "_axes"));
+      ins.push_back(ints_initializer(p.steps, out + "_steps"));
+      plain("Slice");
+      return {};
+    }
+    case OpKind::kCast: set_int(plain("Cast"), "to", dtype_to_onnx(std::get<ir::CastParams>(n.params).to)); return {};
+    case OpKind::kScalarMul:
+      ins.push_back(scalar_like(std::get<ir::ScalarParams>(n.params).value, n.outputs[0].dtype, out + "_scalar"));
+      plain("Mul");
+      return {};
+    case OpKind::kEnlarge: {
+      const auto& in = g_.type(n.inputs[0]).shape;
+      const auto& k = std::get<ir::EnlargeParams>(n.params).kernel;
+      const size_t r = in.size();
+      std::vector<int64_t> pads(2 * r, 0);
+      for (size_t i = 0; i < k.size(); ++i) {
+        pads[2 + i] = (k[i] - in[2 + i]) / 2;
+        pads[r + 2 + i] = (k[i] - in[2 + i]) / 2;
+      }
+      if (opset_ < 11) set_ints(plain("Pad"), "pads", pads);
+      else {
+        ins.push_back(ints_initializer(pads, out + "_pads"));
+        plain("Pad");
+      }
+      return {};
+    }
+    case OpKind::kOpaque: {
+      const auto& p = std::get<ir::OpaqueParams>(n.params);
+      std::vector<std::string> full_in, full_out;
+      for (size_t k = 0; k < ins.size(); ++k) {
+        const auto slot = static_cast<size_t>(k < p.input_slots.size() ? p.input_slots[k] : static_cast<int64_t>(k));
+        if (full_in.size() <= slot) full_in.resize(slot + 1);
+        full_in[slot] = ins[k];
+      }
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const auto slot = static_cast<size_t>(k < p.output_slots.size() ? p.output_slots[k] : static_cast<int64_t>(k));
+        if (full_out.size() <= slot) full_out.resize(slot + 1);
+        full_out[slot] = outs[k];
+        value_info(gp_->add_value_info(), outs[k], n.outputs[k]);
+      }
+      auto* c = add_node(p.op_type, n, full_in, full_out);
+      c->set_domain(p.domain);
+      onnx::NodeProto attrs;
+      if (!attrs.ParseFromString(p.attributes)) return Error::internal("corrupt attributes on opaque node " + p.op_type);
+      *c->mutable_attribute() = attrs.attribute();
+      return {};
+    }
+  }
+  return Error::internal("no ONNX form for op " + std::string(ir::op_name(n.kind)));
+}
+
+Status Exporter::run() {
+  const auto& meta = g_.meta();
+  opset_ = meta.opset("");
+  m_->set_ir_version(meta.ir_version);
+  for (const auto& [d, v] : meta.opsets) {
+    auto* o = m_->add_opset_import();
+    o->set_domain(d);
+    o->set_version(v);
+  }
+  m_->set_producer_name(meta.producer_name.empty() ? "rlflow" : meta.producer_name);
+  m_->set_producer_version(meta.producer_version);
+  m_->set_domain(meta.domain);
+  m_->set_model_version(meta.model_version);
+  m_->set_doc_string(meta.doc_string);
+  for (const auto& [k, v] : meta.metadata) {
+    auto* p = m_->add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
+  }
+  gp_->set_name(meta.graph_name.empty() ? "rlflow" : meta.graph_name);
+  assign_names();
+  for (size_t i = 0; i < g_.size(); ++i) RLFLOW_TRY_STATUS(emit(static_cast<NodeId>(i)));
+  for (const auto& [v, name] : identity_outputs_) {
+    Node anon;
+    add_node("Identity", anon, {name_of(v)}, {name});
+  }
+  for (const auto& o : g_.outputs()) value_info(gp_->add_output(), o.name, g_.type(o.value));
+  return {};
+}
+
+Status check_model(onnx::ModelProto& m) {
+  if (m.graph().initializer_size() > 0 && m.ByteSizeLong() > (size_t{2} << 30) - 1) return {};  // checked via file later
+  int64_t opset = 0;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (opset > max_known_opset()) {
+    spdlog::debug("skipping onnx::checker: opset {} is newer than the linked ONNX library knows", opset);
+    return {};
+  }
+  try {
+    onnx::checker::check_model(m);
+    // The "full" check: strict type and shape inference. It runs in place (no copy of the
+    // weights) and the value_info it adds is dropped again.
+    const int keep = m.graph().value_info_size();
+    onnx::ShapeInferenceOptions o{true, 1, false};
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), o);
+    auto* vi = m.mutable_graph()->mutable_value_info();
+    vi->DeleteSubrange(keep, vi->size() - keep);
+  } catch (const std::exception& e) {
+    return Error::internal(std::string("the exported model fails onnx::checker: ") + e.what());
+  }
+  return {};
+}
+
+}  // namespace
+
+namespace {
+
+// The ModelProto for a graph; large weights move to `external` when they would break protobuf's limit.
+Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std::string& path_hint, onnx::ModelProto* m,
+                   std::string* external, std::string* external_name) {
+  ir::Graph g = graph;
+  if (opts.evaluator) {
+    auto folded = ir::fold_constants(g, *opts.evaluator);
+    if (!folded) return folded.error();
+    g = std::move(*folded);
+  } else {
+    g = ir::remove_dead_nodes(g);
+  }
+  Exporter ex(g, m);
+  RLFLOW_TRY_STATUS(ex.run());
+  int64_t init_bytes = 0;
+  for (const auto& t : m->graph().initializer()) init_bytes += static_cast<int64_t>(t.raw_data().size());
+  if (init_bytes > opts.external_data_threshold) {
+    *external_name = std::filesystem::path(path_hint).filename().string() + ".data";
+    for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+      if (t.raw_data().size() < 1024) continue;
+      const auto offset = external->size(), length = t.raw_data().size();
+      external->append(t.raw_data());
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", *external_name},
+                                 {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+        auto* kv = t.add_external_data();
+        kv->set_key(k);
+        kv->set_value(v);
+      }
+    }
+  }
+  if (opts.check) RLFLOW_TRY_STATUS(check_model(*m));
+  return {};
+}
+
+}  // namespace
+
+Expected<ExportedModel> export_model(const ir::Graph& g, const ExportOptions& opts, const std::string& path_hint) {
+  onnx::ModelProto m;
+  ExportedModel out;
+  RLFLOW_TRY_STATUS(build_model(g, opts, path_hint, &m, &out.external_data, &out.external_name));
+  if (!m.SerializeToString(&out.model_bytes)) return Error::internal("protobuf serialisation failed");
+  return out;
+}
+
+Status write_model_file(const ir::Graph& g, const std::string& path, const ExportOptions& opts, const std::string& protect,
+                        const std::function<Status(const std::string&)>& check_written) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!protect.empty() && fs::exists(path, ec) && fs::equivalent(path, protect, ec))
+    return Error{ErrorCode::kUsage, "refusing to overwrite the input model " + protect};
+  auto m = std::make_unique<onnx::ModelProto>();
+  std::string external, external_name;
+  RLFLOW_TRY_STATUS(build_model(g, opts, path, m.get(), &external, &external_name));
+  std::string data_path;
+  if (!external_name.empty()) {
+    data_path = (fs::path(path).parent_path() / external_name).string();
+    RLFLOW_TRY_STATUS(write_file_atomic(data_path, external));
+    std::string().swap(external);
+  }
+  // Serialise straight into the file, then drop the message before the check re-reads it.
+  auto st = write_file_atomic(
+      path,
+      [&](int fd) {
+        const bool ok = m->SerializeToFileDescriptor(fd);
+        m.reset();
+        return ok;
+      },
+      check_written);
+  if (!st.ok() && !data_path.empty()) fs::remove(data_path, ec);
+  return st;
+}
+
+}  // namespace rlflow::onnxio

@@ -1,0 +1,886 @@
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "fold.h"
+#include "proto_io.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/onnx/model_io.h"
+
+namespace rlflow::onnxio {
+
+using ir::OpKind;
+using ir::TensorPtr;
+using ir::TensorType;
+using ir::ValueRef;
+
+namespace {
+
+constexpr int64_t kMinOpset = 7;
+
+// Float weights big enough that no shape computation reads them: their data is moved, not copied,
+// and ONNX shape inference sees only their type.
+bool is_bulk_weight(const onnx::TensorProto& t) {
+  if (t.data_type() != onnx::TensorProto::FLOAT && t.data_type() != onnx::TensorProto::DOUBLE &&
+      t.data_type() != onnx::TensorProto::FLOAT16)
+    return false;
+  int64_t n = 1;
+  for (auto d : t.dims()) {
+    if (d < 0 || d > (int64_t{1} << 40)) return false;
+    n *= d;
+    if (n > (int64_t{1} << 40)) return false;
+  }
+  return n > 1024;
+}
+
+struct Value {
+  std::optional<ValueRef> ref;  // produced in the IR graph
+  TensorPtr constant;           // known value (initializer, Constant, folded)
+  std::optional<TensorType> type;
+};
+
+// A node the converter declines becomes opaque; a node that is malformed is an error.
+struct Decline {};
+
+class Importer {
+ public:
+  Importer(onnx::ModelProto& m, std::string label, std::string base_dir, const ImportOptions& o, ImportStats* s)
+      : model_(m), label_(std::move(label)), base_dir_(std::move(base_dir)), opts_(o), stats_(s) {}
+
+  Expected<ir::Graph> run();
+
+ private:
+  Error bad(const std::string& why) const { return Error::bad_input(label_ + ": " + why); }
+  Error bad_node(const onnx::NodeProto& n, const std::string& why) const {
+    return bad("node '" + n.name() + "' (" + n.op_type() + "): " + why);
+  }
+
+  Status read_meta();
+  Status read_initializers();
+  Status read_inputs();
+  Status infer_onnx_types();
+  Expected<std::vector<const onnx::NodeProto*>> sorted_nodes();
+  Status convert_node(const onnx::NodeProto& n);
+  Expected<bool> convert_known(const onnx::NodeProto& n);  // false: decline (becomes opaque)
+  Status convert_opaque(const onnx::NodeProto& n);
+
+  Expected<ValueRef> ref(const std::string& name);
+  TensorPtr constant(const onnx::NodeProto& n, int k) const {
+    if (k >= n.input_size() || n.input(k).empty()) return nullptr;
+    auto it = values_.find(n.input(k));
+    return it == values_.end() ? nullptr : it->second.constant;
+  }
+  std::optional<TensorType> type_of(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? std::nullopt : it->second.type;
+  }
+  bool present(const onnx::NodeProto& n, int k) const { return k < n.input_size() && !n.input(k).empty(); }
+  Expected<std::vector<ValueRef>> emit(const onnx::NodeProto& n, OpKind kind, std::vector<ValueRef> ins,
+                                       ir::OpParams params, int num_outputs = 1);
+  Status alias(const onnx::NodeProto& n, const std::string& src);
+
+  onnx::ModelProto& model_;  // large initializer data is moved out of it into the graph
+  std::string label_, base_dir_;
+  const ImportOptions& opts_;
+  ImportStats* stats_;
+  ir::GraphBuilder b_;
+  std::unordered_map<std::string, Value> values_;
+  std::unordered_map<std::string, TensorType> onnx_types_;
+  int64_t opset_ = 0;
+};
+
+Status Importer::read_meta() {
+  if (!model_.has_graph()) return bad("the model has no graph");
+  ir::ModelMeta meta;
+  meta.ir_version = model_.ir_version();
+  meta.opsets.clear();
+  for (const auto& o : model_.opset_import()) meta.opsets.emplace_back(o.domain(), o.version());
+  meta.producer_name = model_.producer_name();
+  meta.producer_version = model_.producer_version();
+  meta.domain = model_.domain();
+  meta.doc_string = model_.doc_string();
+  meta.model_version = model_.model_version();
+  meta.graph_name = model_.graph().name();
+  for (const auto& kv : model_.metadata_props()) meta.metadata.emplace_back(kv.key(), kv.value());
+  opset_ = meta.opset("");
+  if (model_.ir_version() <= 0) return bad("missing ir_version (not an ONNX model?)");
+  if (opset_ == 0) return bad("the model imports no default-domain opset");
+  if (opset_ < kMinOpset) return Error::unsupported(label_ + ": opset " + std::to_string(opset_) + " is older than " + std::to_string(kMinOpset));
+  if (model_.graph().output_size() == 0) return bad("the graph has no outputs");
+  b_ = ir::GraphBuilder(std::move(meta));
+  return {};
+}
+
+Status Importer::read_initializers() {
+  for (auto& t : *model_.mutable_graph()->mutable_initializer()) {
+    if (values_.count(t.name())) return bad("initializer '" + t.name() + "' is defined twice");
+    auto v = is_bulk_weight(t) ? take_tensor_from_proto(&t, base_dir_) : tensor_from_proto(t, base_dir_);
+    if (!v) return bad(v.error().message);
+    values_[t.name()] = Value{std::nullopt, *v, (*v)->type()};
+  }
+  if (model_.graph().sparse_initializer_size() > 0) return Error::unsupported(label_ + ": sparse initializers are not supported");
+  return {};
+}
+
+Status Importer::read_inputs() {
+  std::unordered_set<std::string> seen;
+  size_t position = 0;
+  for (const auto& vi : model_.graph().input()) {
+    if (!seen.insert(vi.name()).second) return bad("graph input '" + vi.name() + "' is declared twice");
+    if (values_.count(vi.name())) continue;  // an initializer with a default: treated as a constant
+    const size_t pos = position++;
+    if (!vi.type().has_tensor_type()) return Error::unsupported(label_ + ": graph input '" + vi.name() + "' is not a tensor");
+    const auto& tt = vi.type().tensor_type();
+    auto dt = dtype_from_onnx(tt.elem_type(), "graph input '" + vi.name() + "'");
+    if (!dt) return bad(dt.error().message);
+    ir::Shape shape;
+    auto ov = opts_.input_shapes.find(vi.name());
+    const ir::Shape* override_shape = ov != opts_.input_shapes.end() ? &ov->second
+                                      : pos < opts_.positional_input_shapes.size() ? &opts_.positional_input_shapes[pos]
+                                                                                   : nullptr;
+    if (override_shape) {
+      if (tt.has_shape() && tt.shape().dim_size() != static_cast<int>(override_shape->size()))
+        return Error{ErrorCode::kUsage, "input shape for " + vi.name() + ": rank " + std::to_string(override_shape->size()) +
+                                            " does not match the model's rank " + std::to_string(tt.shape().dim_size())};
+      shape = *override_shape;
+    } else {
+      if (!tt.has_shape()) return bad("graph input '" + vi.name() + "' has no shape; pass --input-shape " + vi.name() + ":d0,d1,...");
+      for (const auto& d : tt.shape().dim()) {
+        if (!d.has_dim_value() || d.dim_value() <= 0)
+          return bad("graph input '" + vi.name() + "' has a dynamic dimension" +
+                     (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string()) + "; pass --input-shape " +
+                     vi.name() + ":d0,d1,... to make it static");
+        shape.push_back(d.dim_value());
+      }
+    }
+    TensorType t{*dt, shape};
+    values_[vi.name()] = Value{b_.input(vi.name(), t), nullptr, t};
+  }
+  for (const auto& [name, shape] : opts_.input_shapes)
+    if (!seen.count(name)) return Error{ErrorCode::kUsage, "--input-shape: the model has no input named '" + name + "'"};
+  return {};
+}
+
+// ONNX's own shape inference supplies the output types of opaque nodes. It runs on a copy whose
+// large float initializers are stripped of data, so it costs little even for big models.
+Status Importer::infer_onnx_types() {
+  onnx::ModelProto copy;
+  *copy.mutable_opset_import() = model_.opset_import();
+  copy.set_ir_version(model_.ir_version());
+  auto* g = copy.mutable_graph();
+  for (const auto& n : model_.graph().node()) *g->add_node() = n;
+  for (const auto& o : model_.graph().output()) *g->add_output() = o;
+  for (const auto& vi : model_.graph().value_info()) *g->add_value_info() = vi;
+  for (const auto& t : model_.graph().initializer()) {
+    auto* c = g->add_initializer();
+    if (is_bulk_weight(t)) {
+      c->set_name(t.name());
+      c->set_data_type(t.data_type());
+      *c->mutable_dims() = t.dims();
+      c->set_data_location(onnx::TensorProto::EXTERNAL);  // never read: only its type matters
+      auto* kv = c->add_external_data();
+      kv->set_key("location");
+      kv->set_value("stripped");
+    } else {
+      *c = t;
+    }
+  }
+  for (const auto& vi : model_.graph().input()) {
+    auto* c = g->add_input();
+    *c = vi;
+    auto it = values_.find(vi.name());
+    if (it != values_.end() && it->second.ref && it->second.type) {
+      auto* shp = c->mutable_type()->mutable_tensor_type()->mutable_shape();
+      shp->clear_dim();
+      for (auto d : it->second.type->shape) shp->add_dim()->set_dim_value(d);
+    }
+  }
+  try {
+    onnx::ShapeInferenceOptions o{false, 0, false};
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), o);
+  } catch (const std::exception& e) {
+    spdlog::debug("{}: ONNX shape inference stopped early: {}", label_, e.what());
+  }
+  for (const auto& vi : copy.graph().value_info()) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+    const auto& tt = vi.type().tensor_type();
+    auto dt = dtype_from_onnx(tt.elem_type(), vi.name());
+    if (!dt) continue;
+    ir::Shape s;
+    bool ok = true;
+    for (const auto& d : tt.shape().dim()) {
+      ok = ok && d.has_dim_value();
+      s.push_back(d.dim_value());
+    }
+    if (ok) onnx_types_[vi.name()] = TensorType{*dt, s};
+  }
+  return {};
+}
+
+Expected<std::vector<const onnx::NodeProto*>> Importer::sorted_nodes() {
+  const auto& nodes = model_.graph().node();
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < nodes.size(); ++i)
+    for (const auto& o : nodes[i].output()) {
+      if (o.empty()) continue;
+      if (producer.count(o) || values_.count(o))
+        return bad("tensor '" + o + "' is produced more than once (node '" + nodes[i].name() + "')");
+      producer[o] = i;
+    }
+  std::vector<int> indeg(static_cast<size_t>(nodes.size()), 0);
+  std::vector<std::vector<int>> succ(static_cast<size_t>(nodes.size()));
+  for (int i = 0; i < nodes.size(); ++i) {
+    for (const auto& a : nodes[i].attribute())
+      if (a.has_g() || a.graphs_size() > 0)
+        return Error::unsupported(label_ + ": node '" + nodes[i].name() + "' (" + nodes[i].op_type() +
+                                  ") has a subgraph; control flow is not supported");
+    for (const auto& in : nodes[i].input()) {
+      if (in.empty() || values_.count(in)) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return bad("node '" + nodes[i].name() + "' (" + nodes[i].op_type() + ") reads '" + in +
+                   "', which no node, input or initializer provides");
+      ++indeg[static_cast<size_t>(i)];
+      succ[static_cast<size_t>(it->second)].push_back(i);
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int i = 0; i < nodes.size(); ++i)
+    if (indeg[static_cast<size_t>(i)] == 0) ready.push(i);
+  std::vector<const onnx::NodeProto*> order;
+  while (!ready.empty()) {
+    int i = ready.top();
+    ready.pop();
+    order.push_back(&nodes[i]);
+    for (int s : succ[static_cast<size_t>(i)])
+      if (--indeg[static_cast<size_t>(s)] == 0) ready.push(s);
+  }
+  if (static_cast<int>(order.size()) != nodes.size()) {
+    for (int i = 0; i < nodes.size(); ++i)
+      if (indeg[static_cast<size_t>(i)] > 0)
+        return bad("the graph has a cycle through node '" + nodes[i].name() + "' (" + nodes[i].op_type() + ")");
+  }
+  return order;
+}
+
+Expected<ValueRef> Importer::ref(const std::string& name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) return bad("tensor '" + name + "' is not defined");
+  if (it->second.ref) return *it->second.ref;
+  if (!it->second.constant) return bad("tensor '" + name + "' has no value");
+  ValueRef r = b_.weight(name, it->second.constant);
+  it->second.ref = r;
+  return r;
+}
+
+Expected<std::vector<ValueRef>> Importer::emit(const onnx::NodeProto& n, OpKind kind, std::vector<ValueRef> ins,
+                                               ir::OpParams params, int num_outputs) {
+  auto r = b_.try_op(kind, std::move(ins), std::move(params), n.name());
+  if (!r) return bad_node(n, r.error().message);
+  std::vector<std::string> names;
+  for (int k = 0; k < num_outputs && k < static_cast<int>(r->size()); ++k) {
+    const std::string name = k < n.output_size() ? n.output(k) : std::string();
+    names.push_back(name);
+    if (!name.empty()) values_[name] = Value{(*r)[static_cast<size_t>(k)], nullptr, b_.type((*r)[static_cast<size_t>(k)])};
+  }
+  // Record the ONNX names so an unchanged node exports under its original tensor names.
+  b_.mutable_node(r->front().node).output_names = std::move(names);
+  return r;
+}
+
+Status Importer::alias(const onnx::NodeProto& n, const std::string& src) {
+  auto it = values_.find(src);
+  if (it == values_.end()) return bad_node(n, "input '" + src + "' is not defined");
+  values_[n.output(0)] = it->second;
+  if (stats_) ++stats_->removed_nodes;
+  return {};
+}
+
+std::vector<int64_t> spatial_default(size_t n, int64_t v) { return std::vector<int64_t>(n, v); }
+
+// Explicit pads from auto_pad, as the ONNX spec defines SAME_UPPER / SAME_LOWER.
+Expected<std::vector<int64_t>> resolve_pads(const onnx::NodeProto& n, const ir::Shape& in, const std::vector<int64_t>& kernel,
+                                            const std::vector<int64_t>& strides, const std::vector<int64_t>& dil) {
+  const size_t nsp = kernel.size();
+  std::string ap = attr_string(n, "auto_pad", "NOTSET");
+  if (ap == "NOTSET" || ap.empty()) {
+    auto p = attr_ints(n, "pads").value_or(spatial_default(2 * nsp, 0));
+    if (p.size() != 2 * nsp) return Error::bad_input("pads must have " + std::to_string(2 * nsp) + " entries");
+    return p;
+  }
+  std::vector<int64_t> pads(2 * nsp, 0);
+  if (ap == "VALID") return pads;
+  if (ap != "SAME_UPPER" && ap != "SAME_LOWER") return Error::bad_input("unknown auto_pad '" + ap + "'");
+  for (size_t i = 0; i < nsp; ++i) {
+    const int64_t x = in[2 + i];
+    const int64_t out = (x + strides[i] - 1) / strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - x);
+    const int64_t small = total / 2, large = total - small;
+    pads[i] = ap == "SAME_UPPER" ? small : large;
+    pads[nsp + i] = ap == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+Status Importer::convert_node(const onnx::NodeProto& n) {
+  if (stats_) ++stats_->onnx_nodes;
+  const std::string& op = n.op_type();
+  const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
+  if (std_domain && op == "Constant") {
+    TensorPtr t;
+    if (auto* a = find_attr(n, "value")) {
+      auto v = tensor_from_proto(a->t(), base_dir_);
+      if (!v) return bad_node(n, v.error().message);
+      t = *v;
+    } else if (auto* a = find_attr(n, "value_float")) {
+      t = ir::Tensor::from_vector<float>(ir::DType::kFloat32, {}, {a->f()});
+    } else if (auto* a = find_attr(n, "value_floats")) {
+      std::vector<float> v(a->floats().begin(), a->floats().end());
+      t = ir::Tensor::from_vector<float>(ir::DType::kFloat32, {static_cast<int64_t>(v.size())}, v);
+    } else if (auto* a = find_attr(n, "value_int")) {
+      t = ir::Tensor::from_vector<int64_t>(ir::DType::kInt64, {}, {a->i()});
+    } else if (auto* a = find_attr(n, "value_ints")) {
+      t = ir::Tensor::i64(std::vector<int64_t>(a->ints().begin(), a->ints().end()));
+    } else {
+      return Error::unsupported(label_ + ": node '" + n.name() + "' (Constant): only dense numeric values are supported");
+    }
+    if (n.output_size() != 1) return bad_node(n, "expects one output");
+    values_[n.output(0)] = Value{std::nullopt, t, t->type()};
+    if (stats_) ++stats_->folded_nodes;
+    return {};
+  }
+  // Resolve constants first: shape chains and weight-only ONNX ops fold here.
+  if (std_domain) {
+    std::vector<TensorPtr> cins;
+    std::vector<std::optional<TensorType>> types;
+    for (int k = 0; k < n.input_size(); ++k) {
+      cins.push_back(constant(n, k));
+      types.push_back(n.input(k).empty() ? std::nullopt : type_of(n.input(k)));
+    }
+    auto folded = fold_node(n, cins, types, opset_);
+    if (!folded) return bad_node(n, folded.error().message);
+    if (folded->has_value()) {
+      const auto& outs = **folded;
+      for (size_t k = 0; k < outs.size() && k < static_cast<size_t>(n.output_size()); ++k)
+        if (!n.output(static_cast<int>(k)).empty())
+          values_[n.output(static_cast<int>(k))] = Value{std::nullopt, outs[k], outs[k]->type()};
+      if (stats_) ++stats_->folded_nodes;
+      return {};
+    }
+  }
+  if (std_domain) {
+    auto handled = convert_known(n);
+    if (!handled) return handled.error();
+    if (*handled) return {};
+  }
+  return convert_opaque(n);
+}
+
+Status Importer::convert_opaque(const onnx::NodeProto& n) {
+  ir::OpaqueParams p;
+  p.domain = n.domain();
+  p.op_type = n.op_type();
+  onnx::NodeProto attrs;
+  *attrs.mutable_attribute() = n.attribute();
+  p.attributes = attrs.SerializeAsString();
+  p.since_version = b_.graph().meta().opset(n.domain());
+  std::vector<ValueRef> ins;
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (n.input(k).empty()) continue;
+    auto r = ref(n.input(k));
+    if (!r) return r.error();
+    ins.push_back(*r);
+    p.input_slots.push_back(k);
+  }
+  std::vector<TensorType> outs;
+  std::vector<std::string> names;
+  for (int k = 0; k < n.output_size(); ++k) {
+    if (n.output(k).empty()) continue;
+    auto it = onnx_types_.find(n.output(k));
+    if (it == onnx_types_.end())
+      return Error::unsupported(label_ + ": cannot determine the static type of '" + n.output(k) + "', output of " +
+                                n.op_type() + " node '" + n.name() + "' (an op rlflow keeps opaque)");
+    outs.push_back(it->second);
+    names.push_back(n.output(k));
+    p.output_slots.push_back(k);
+  }
+  auto refs = b_.op_with_types(OpKind::kOpaque, std::move(ins), std::move(p), outs, n.name());
+  if (!refs.empty()) b_.mutable_node(refs.front().node).output_names = names;
+  for (size_t k = 0; k < refs.size(); ++k) values_[names[k]] = Value{refs[k], nullptr, outs[k]};
+  if (stats_) ++stats_->opaque_nodes;
+  spdlog::debug("{}: keeping {} node '{}' opaque", label_, n.op_type(), n.name());
+  return {};
+}
+
+Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  // Converters read typed parameters; a parameter given as a non-constant tensor makes the
+  // node opaque rather than wrong.
+  std::vector<ValueRef> ins;
+  auto take = [&](int k) -> Status {
+    auto r = ref(n.input(k));
+    if (!r) return r.error();
+    ins.push_back(*r);
+    return {};
+  };
+  auto take_present = [&](int upto) -> Status {
+    for (int k = 0; k < std::min(upto, n.input_size()); ++k)
+      if (present(n, k)) RLFLOW_TRY_STATUS(take(k));
+    return {};
+  };
+  auto in_type = [&](int k) { return type_of(n.input(k)); };
+  auto rank_of = [&](int k) -> int64_t { auto t = in_type(k); return t ? t->rank() : -1; };
+  auto norm_axis = [&](int64_t a, int64_t r) -> Expected<int64_t> {
+    auto v = ir::normalize_axis(a, r);
+    if (!v) return bad_node(n, v.error().message);
+    return v;
+  };
+  auto done = [&](Expected<std::vector<ValueRef>> r) -> Expected<bool> {
+    if (!r) return r.error();
+    return true;
+  };
+  auto extra_outputs_used = [&](int keep) {
+    for (int k = keep; k < n.output_size(); ++k)
+      if (!n.output(k).empty()) return true;
+    return false;
+  };
+  auto const_ints = [&](int k) -> std::optional<std::vector<int64_t>> {
+    auto c = constant(n, k);
+    if (!c || ir::is_float(c->dtype())) return std::nullopt;
+    return c->as_int64();
+  };
+
+  static const std::unordered_map<std::string, OpKind> simple = {
+      {"MatMul", OpKind::kMatMul}, {"Add", OpKind::kAdd}, {"Sub", OpKind::kSub}, {"Mul", OpKind::kMul},
+      {"Div", OpKind::kDiv}, {"Pow", OpKind::kPow}, {"Sqrt", OpKind::kSqrt}, {"Relu", OpKind::kRelu},
+      {"Sigmoid", OpKind::kSigmoid}, {"Tanh", OpKind::kTanh}, {"Erf", OpKind::kErf},
+      {"GlobalAveragePool", OpKind::kGlobalAveragePool}};
+  if (auto it = simple.find(op); it != simple.end()) {
+    if (n.input_size() != (ir::is_elementwise_binary(it->second) || it->second == OpKind::kMatMul ? 2 : 1))
+      return bad_node(n, "wrong number of inputs");
+    RLFLOW_TRY_STATUS(take_present(2));
+    return done(emit(n, it->second, ins, {}));
+  }
+  if (op == "Identity") {
+    auto s = alias(n, n.input(0));
+    if (!s.ok()) return s.error();
+    return true;
+  }
+  if (op == "Dropout") {
+    if (extra_outputs_used(1)) return false;
+    if (opset_ >= 12 && present(n, 2)) {
+      auto t = constant(n, 2);
+      if (!t || t->as_int64().at(0) != 0) return false;  // training mode
+    }
+    auto s = alias(n, n.input(0));
+    if (!s.ok()) return s.error();
+    return true;
+  }
+  if (op == "Conv") {
+    auto x = in_type(0), w = in_type(1);
+    if (!x || !w || x->rank() < 3 || w->rank() != x->rank()) return bad_node(n, "input and weight ranks disagree");
+    const size_t nsp = static_cast<size_t>(x->rank() - 2);
+    ir::ConvParams p;
+    std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
+    if (auto ks = attr_ints(n, "kernel_shape"); ks && *ks != kernel) return bad_node(n, "kernel_shape disagrees with the weight");
+    p.strides = attr_ints(n, "strides").value_or(spatial_default(nsp, 1));
+    p.dilations = attr_ints(n, "dilations").value_or(spatial_default(nsp, 1));
+    if (p.strides.size() != nsp || p.dilations.size() != nsp) return bad_node(n, "strides/dilations have the wrong length");
+    auto pads = resolve_pads(n, x->shape, kernel, p.strides, p.dilations);
+    if (!pads) return bad_node(n, pads.error().message);
+    p.pads = *pads;
+    p.group = attr_int(n, "group", 1);
+    RLFLOW_TRY_STATUS(take_present(3));
+    return done(emit(n, OpKind::kConv, ins, p));
+  }
+  if (op == "MaxPool" || op == "AveragePool") {
+    if (extra_outputs_used(1)) return false;  // MaxPool indices
+    auto x = in_type(0);
+    if (!x || x->rank() < 3) return bad_node(n, "expects rank >= 3");
+    const size_t nsp = static_cast<size_t>(x->rank() - 2);
+    ir::PoolParams p;
+    auto ks = attr_ints(n, "kernel_shape");
+    if (!ks || ks->size() != nsp) return bad_node(n, "kernel_shape is required");
+    p.kernel = *ks;
+    p.strides = attr_ints(n, "strides").value_or(spatial_default(nsp, 1));
+    auto dil = attr_ints(n, "dilations").value_or(spatial_default(nsp, 1));
+    if (std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; })) return false;
+    if (p.strides.size() != nsp) return bad_node(n, "strides have the wrong length");
+    auto pads = resolve_pads(n, x->shape, p.kernel, p.strides, dil);
+    if (!pads) return bad_node(n, pads.error().message);
+    p.pads = *pads;
+    p.ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
+    p.count_include_pad = attr_int(n, "count_include_pad", 0) != 0;
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, op == "MaxPool" ? OpKind::kMaxPool : OpKind::kAveragePool, ins, p));
+  }
+  if (op == "Gemm") {
+    ir::GemmParams p;
+    p.alpha = attr_float(n, "alpha", 1.0);
+    p.beta = attr_float(n, "beta", 1.0);
+    p.trans_a = attr_int(n, "transA", 0) != 0;
+    p.trans_b = attr_int(n, "transB", 0) != 0;
+    RLFLOW_TRY_STATUS(take_present(3));
+    return done(emit(n, OpKind::kGemm, ins, p));
+  }
+  if (op == "BatchNormalization") {
+    if (extra_outputs_used(1) || attr_int(n, "training_mode", 0) != 0) return false;
+    ir::NormParams p;
+    p.axis = 1;
+    p.epsilon = attr_float(n, "epsilon", 1e-5);
+    if (n.input_size() != 5) return bad_node(n, "expects 5 inputs");
+    RLFLOW_TRY_STATUS(take_present(5));
+    return done(emit(n, OpKind::kBatchNorm, ins, p));
+  }
+  if (op == "LayerNormalization") {
+    if (extra_outputs_used(1)) return false;
+    const int64_t r = rank_of(0);
+    auto ax = norm_axis(attr_int(n, "axis", -1), r);
+    if (!ax) return ax.error();
+    ir::NormParams p{*ax, attr_float(n, "epsilon", 1e-5)};
+    RLFLOW_TRY_STATUS(take_present(3));
+    return done(emit(n, OpKind::kLayerNorm, ins, p));
+  }
+  if (op == "Softmax") {
+    const int64_t r = rank_of(0);
+    auto ax = norm_axis(attr_int(n, "axis", opset_ >= 13 ? -1 : 1), r);
+    if (!ax) return ax.error();
+    if (opset_ < 13 && *ax != r - 1) return false;  // old semantics flatten to 2-D first
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kSoftmax, ins, ir::AxisParams{*ax}));
+  }
+  if (op == "ReduceMean") {
+    const int64_t r = rank_of(0);
+    std::vector<int64_t> axes;
+    if (opset_ >= 18) {
+      if (present(n, 1)) {
+        auto a = const_ints(1);
+        if (!a) return false;
+        axes = *a;
+      }
+      if (axes.empty() && attr_int(n, "noop_with_empty_axes", 0) != 0) {
+        auto s = alias(n, n.input(0));
+        if (!s.ok()) return s.error();
+        return true;
+      }
+    } else {
+      axes = attr_ints(n, "axes").value_or(std::vector<int64_t>{});
+    }
+    for (auto& a : axes) {
+      auto v = norm_axis(a, r);
+      if (!v) return v.error();
+      a = *v;
+    }
+    if (axes.empty())
+      for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kReduceMean, ins, ir::AxesParams{axes, attr_int(n, "keepdims", 1) != 0}));
+  }
+  if (op == "Concat") {
+    auto ax = norm_axis(attr_int(n, "axis", 0), rank_of(0));
+    if (!ax) return ax.error();
+    RLFLOW_TRY_STATUS(take_present(n.input_size()));
+    return done(emit(n, OpKind::kConcat, ins, ir::AxisParams{*ax}));
+  }
+  if (op == "Split") {
+    auto x = in_type(0);
+    if (!x) return bad_node(n, "unknown input type");
+    auto ax = norm_axis(attr_int(n, "axis", 0), x->rank());
+    if (!ax) return ax.error();
+    std::vector<int64_t> sizes;
+    if (opset_ >= 13 && present(n, 1)) {
+      auto s = const_ints(1);
+      if (!s) return false;
+      sizes = *s;
+    } else if (auto s = attr_ints(n, "split")) {
+      sizes = *s;
+    } else {
+      const int64_t parts = opset_ >= 18 && find_attr(n, "num_outputs") ? attr_int(n, "num_outputs", 1) : n.output_size();
+      const int64_t dim = x->shape[static_cast<size_t>(*ax)];
+      const int64_t chunk = (dim + parts - 1) / parts;
+      for (int64_t k = 0, left = dim; k < parts; ++k, left -= chunk) sizes.push_back(std::min(chunk, std::max<int64_t>(left, 0)));
+    }
+    if (static_cast<int>(sizes.size()) != n.output_size()) return bad_node(n, "number of outputs differs from split sizes");
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kSplit, ins, ir::SplitParams{*ax, sizes}, static_cast<int>(sizes.size())));
+  }
+  if (op == "Transpose") {
+    const int64_t r = rank_of(0);
+    auto perm = attr_ints(n, "perm").value_or(std::vector<int64_t>{});
+    if (perm.empty())
+      for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kTranspose, ins, ir::TransposeParams{perm}));
+  }
+  if (op == "Reshape") {
+    auto x = in_type(0);
+    auto spec = const_ints(1);
+    if (!x || !spec) return false;
+    const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+    ir::Shape s;
+    int64_t known = 1, infer_at = -1;
+    for (size_t d = 0; d < spec->size(); ++d) {
+      int64_t v = (*spec)[d];
+      if (v == 0 && !allowzero) {
+        if (d >= x->shape.size()) return bad_node(n, "0 refers past the input's rank");
+        v = x->shape[d];
+      }
+      if (v == -1) {
+        if (infer_at >= 0) return bad_node(n, "more than one -1 in the target shape");
+        infer_at = static_cast<int64_t>(d);
+      } else if (v < 0) {
+        return bad_node(n, "negative target dimension");
+      } else {
+        known *= v;
+      }
+      s.push_back(v);
+    }
+    if (infer_at >= 0) {
+      if (known == 0 || x->numel() % known != 0) return bad_node(n, "cannot infer the -1 dimension");
+      s[static_cast<size_t>(infer_at)] = x->numel() / known;
+    }
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kReshape, ins, ir::ReshapeParams{s}));
+  }
+  if (op == "Flatten") {
+    const int64_t r = rank_of(0);
+    int64_t a = attr_int(n, "axis", 1);
+    if (a < 0) a += r;
+    if (a < 0 || a > r) return bad_node(n, "axis out of range");
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kFlatten, ins, ir::AxisParams{a}));
+  }
+  if (op == "Squeeze" || op == "Unsqueeze") {
+    auto x = in_type(0);
+    if (!x) return bad_node(n, "unknown input type");
+    std::vector<int64_t> axes;
+    if (opset_ >= 13) {
+      if (present(n, 1)) {
+        auto a = const_ints(1);
+        if (!a) return false;
+        axes = *a;
+      }
+    } else {
+      axes = attr_ints(n, "axes").value_or(std::vector<int64_t>{});
+    }
+    const int64_t r = op == "Squeeze" ? x->rank() : x->rank() + static_cast<int64_t>(axes.size());
+    if (op == "Squeeze" && axes.empty())
+      for (int64_t d = 0; d < r; ++d)
+        if (x->shape[static_cast<size_t>(d)] == 1) axes.push_back(d);
+    for (auto& a : axes) {
+      auto v = norm_axis(a, r);
+      if (!v) return v.error();
+      a = *v;
+    }
+    std::sort(axes.begin(), axes.end());
+    if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return bad_node(n, "repeated axis");
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, op == "Squeeze" ? OpKind::kSqueeze : OpKind::kUnsqueeze, ins, ir::AxesParams{axes, true}));
+  }
+  if (op == "Clip") {
+    ir::ClipParams p;
+    if (opset_ < 11) {
+      p.min = attr_float(n, "min", -std::numeric_limits<float>::max());
+      p.max = attr_float(n, "max", std::numeric_limits<float>::max());
+    } else {
+      for (int k = 1; k <= 2; ++k) {
+        if (!present(n, k)) continue;
+        auto c = constant(n, k);
+        if (!c || c->numel() != 1) return false;
+        (k == 1 ? p.min : p.max) = c->as_double()[0];
+      }
+    }
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kClip, ins, p));
+  }
+  if (op == "Cast") {
+    auto dt = dtype_from_onnx(static_cast<int32_t>(attr_int(n, "to", 0)), "Cast target of node '" + n.name() + "'");
+    if (!dt) return bad(dt.error().message);
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kCast, ins, ir::CastParams{*dt}));
+  }
+  if (op == "Pad") {
+    auto x = in_type(0);
+    if (!x) return bad_node(n, "unknown input type");
+    ir::PadParams p;
+    const std::string mode = attr_string(n, "mode", "constant");
+    if (mode == "constant") p.mode = ir::PadMode::kConstant;
+    else if (mode == "reflect") p.mode = ir::PadMode::kReflect;
+    else if (mode == "edge") p.mode = ir::PadMode::kEdge;
+    else return false;
+    if (opset_ < 11) {
+      p.pads = attr_ints(n, "pads").value_or(std::vector<int64_t>{});
+      p.value = attr_float(n, "value", 0.0);
+    } else {
+      auto pads = const_ints(1);
+      if (!pads || present(n, 3)) return false;
+      p.pads = *pads;
+      if (present(n, 2)) {
+        auto c = constant(n, 2);
+        if (!c || c->numel() != 1) return false;
+        p.value = c->as_double()[0];
+      }
+    }
+    if (static_cast<int64_t>(p.pads.size()) != 2 * x->rank()) return bad_node(n, "pads must have 2*rank entries");
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kPad, ins, p));
+  }
+  if (op == "Slice") {
+    auto x = in_type(0);
+    if (!x) return bad_node(n, "unknown input type");
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      starts = attr_ints(n, "starts").value_or(std::vector<int64_t>{});
+      ends = attr_ints(n, "ends").value_or(std::vector<int64_t>{});
+      axes = attr_ints(n, "axes").value_or(std::vector<int64_t>{});
+    } else {
+      auto s = const_ints(1), e = const_ints(2);
+      if (!s || !e) return false;
+      starts = *s;
+      ends = *e;
+      if (present(n, 3)) {
+        auto a = const_ints(3);
+        if (!a) return false;
+        axes = *a;
+      }
+      if (present(n, 4)) {
+        auto st = const_ints(4);
+        if (!st) return false;
+        steps = *st;
+      }
+    }
+    if (axes.empty())
+      for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+      return bad_node(n, "starts/ends/axes/steps lengths differ");
+    ir::SliceParams p;
+    for (size_t k = 0; k < axes.size(); ++k) {
+      auto a = norm_axis(axes[k], x->rank());
+      if (!a) return a.error();
+      const int64_t dim = x->shape[static_cast<size_t>(*a)];
+      if (steps[k] == 0) return bad_node(n, "step 0");
+      int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
+      int64_t e = ends[k] < 0 ? ends[k] + dim : ends[k];
+      if (steps[k] > 0) {
+        s = std::clamp<int64_t>(s, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+      } else {
+        s = std::clamp<int64_t>(s, -1, dim - 1);
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+      }
+      p.axes.push_back(*a);
+      p.starts.push_back(s);
+      p.ends.push_back(e);
+      p.steps.push_back(steps[k]);
+    }
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kSlice, ins, p));
+  }
+  if (op == "Gather") {
+    auto ax = norm_axis(attr_int(n, "axis", 0), rank_of(0));
+    if (!ax) return ax.error();
+    // Negative constant indices are normalised so the executor and rules see one form.
+    if (auto c = constant(n, 1); c && !ir::is_float(c->dtype())) {
+      const int64_t dim = in_type(0)->shape[static_cast<size_t>(*ax)];
+      auto idx = c->as_int64();
+      bool changed = false;
+      for (auto& v : idx) {
+        if (v < -dim || v >= dim) return bad_node(n, "index " + std::to_string(v) + " out of range");
+        if (v < 0) { v += dim; changed = true; }
+      }
+      if (changed) {
+        auto t = ir::Tensor::from_vector<int64_t>(ir::DType::kInt64, c->shape(), idx);
+        values_[n.input(1) + "__normalised"] = Value{std::nullopt, t, t->type()};
+        RLFLOW_TRY_STATUS(take(0));
+        auto r = ref(n.input(1) + "__normalised");
+        if (!r) return r.error();
+        ins.push_back(*r);
+        return done(emit(n, OpKind::kGather, ins, ir::AxisParams{*ax}));
+      }
+    }
+    RLFLOW_TRY_STATUS(take_present(2));
+    return done(emit(n, OpKind::kGather, ins, ir::AxisParams{*ax}));
+  }
+  return false;
+}
+
+Expected<ir::Graph> Importer::run() {
+  RLFLOW_TRY_STATUS(read_meta());
+  RLFLOW_TRY_STATUS(read_initializers());
+  RLFLOW_TRY_STATUS(read_inputs());
+  auto order = sorted_nodes();
+  if (!order) return order.error();
+  RLFLOW_TRY_STATUS(infer_onnx_types());
+  for (const auto* n : *order) RLFLOW_TRY_STATUS(convert_node(*n));
+  std::unordered_set<std::string> out_names;
+  for (const auto& o : model_.graph().output()) {
+    if (!out_names.insert(o.name()).second) return bad("graph output '" + o.name() + "' is declared twice");
+    auto r = ref(o.name());
+    if (!r) return bad("graph output '" + o.name() + "' is not produced by any node");
+    if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
+      auto dt = dtype_from_onnx(o.type().tensor_type().elem_type(), "graph output '" + o.name() + "'");
+      if (!dt) return bad(dt.error().message);
+      if (*dt != b_.type(*r).dtype) return bad("graph output '" + o.name() + "' is declared " +
+                                               std::string(ir::dtype_name(*dt)) + " but computed as " + b_.type(*r).str());
+    }
+    b_.output(*r, o.name());
+  }
+  ir::Graph g = ir::remove_dead_nodes(std::move(b_).build());
+  if (opts_.evaluator) {
+    auto folded = ir::fold_constants(g, *opts_.evaluator);
+    if (!folded) return folded.error().with_context(label_);
+    g = std::move(*folded);
+  }
+  auto v = ir::validate(g);
+  if (!v.ok()) return v.error().with_context(label_);
+  return g;
+}
+
+}  // namespace
+
+namespace {
+Expected<ir::Graph> import_parsed(onnx::ModelProto& model, const std::string& label, const std::string& base_dir,
+                                  const ImportOptions& opts, ImportStats* stats) {
+  ImportStats local;
+  Importer imp(model, label, base_dir, opts, stats ? stats : &local);
+  return imp.run();
+}
+const char* kNotOnnx = ": not an ONNX model (protobuf parsing failed: truncated, or not protobuf at all)";
+}  // namespace
+
+Expected<ir::Graph> import_model(const std::string& bytes, const std::string& label, const std::string& base_dir,
+                                 const ImportOptions& opts, ImportStats* stats) {
+  if (bytes.empty()) return Error::bad_input(label + ": the file is empty");
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) return Error::bad_input(label + kNotOnnx);
+  return import_parsed(model, label, base_dir, opts, stats);
+}
+
+Expected<ir::Graph> import_model_file(const std::string& path, const ImportOptions& opts, ImportStats* stats) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Error::bad_input(path + ": no such file");
+  if (fs::is_directory(path, ec)) return Error::bad_input(path + ": is a directory, not an ONNX file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Error::bad_input(path + ": cannot open for reading");
+  if (fs::file_size(path, ec) == 0) return Error::bad_input(path + ": the file is empty");
+  onnx::ModelProto model;
+  // Parsing straight from the stream avoids holding the file's bytes and the message at once.
+  if (!model.ParseFromIstream(&f)) return Error::bad_input(path + kNotOnnx);
+  auto dir = fs::path(path).parent_path().string();
+  return import_parsed(model, path, dir.empty() ? "." : dir, opts, stats);
+}
+
+}  // namespace rlflow::onnxio
