@@ -62,6 +62,28 @@ int run(int argc, char** argv) {
   c_run->add_option("--rtol", run.rtol, "Relative tolerance")->capture_default_str();
   c_run->add_flag("--json", g.json, "Print one JSON document");
 
+  RulesOptions rules;
+  auto* c_rules = app.add_subcommand("rules", "The substitution library: list and verify rules");
+  c_rules->require_subcommand(1);
+  auto* c_rlist = c_rules->add_subcommand("list", "Each rule's name, size, provenance and verification status, and totals");
+  c_rlist->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rlist->add_flag("--summary", rules.summary, "Only the totals");
+  c_rlist->add_flag("--json", g.json, "Print one JSON document");
+  auto* c_rverify = c_rules->add_subcommand("verify", "Check every rule numerically on its instances (reference executor, float64)");
+  c_rverify->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rverify->add_option("--rule", rules.only, "Only these rules (repeatable)");
+  c_rverify->add_flag("--write", rules.write, "Record each rule's status in the rule file");
+  c_rverify->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_rbench = c_rules->add_subcommand("bench", "Match time, applications per second and a random-chain semantic check on models");
+  c_rbench->add_option("models", rules.models, "ONNX models")->required();
+  c_rbench->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rbench->add_option("--applications", rules.applications, "Random rewrites checked per model")->capture_default_str();
+  c_rbench->add_option("--chain", rules.chain, "Applications per chain; each chain's result is run against the original")->capture_default_str();
+  c_rbench->add_option("--repeats", rules.repeats, "Timing repetitions (median)")->capture_default_str();
+  c_rbench->add_option("--seed", rules.seed, "Seed of the random chains")->capture_default_str();
+  c_rbench->add_flag("--json", g.json, "Print one JSON document");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -81,6 +103,9 @@ int run(int argc, char** argv) {
     if (c_info->parsed()) return cmd_info(g, info);
     if (c_opt->parsed()) return cmd_optimise(g, opt);
     if (c_run->parsed()) return cmd_run(g, run);
+    if (c_rlist->parsed()) return cmd_rules_list(g, rules);
+    if (c_rverify->parsed()) return cmd_rules_verify(g, rules);
+    if (c_rbench->parsed()) return cmd_rules_bench(g, rules);
     std::cerr << app.help();
     return kUsage;
   } catch (const std::bad_alloc&) {

@@ -252,10 +252,19 @@ int cmd_run(const GlobalOptions& g, const RunOptions& o) {
   exec::Executor ex;
   onnxio::ImportOptions io;
   io.evaluator = &ex;
-  for (const auto& t : inputs) io.positional_input_shapes.push_back(t->shape());  // the data fixes the shapes
+  // The data fixes the input shapes. Integer inputs and scalars carry parameters (shapes, axes,
+  // indices, clip bounds, pad values), so they are bound as constants; other float inputs stay
+  // inputs and exercise the executor's kernels.
+  std::vector<ir::TensorPtr> run_inputs;
+  for (const auto& t : inputs) {
+    io.positional_input_shapes.push_back(t->shape());
+    const bool bind = !ir::is_float(t->dtype()) || t->shape().empty();
+    io.positional_constants.push_back(bind ? t : nullptr);
+    if (!bind) run_inputs.push_back(t);
+  }
   auto graph = onnxio::import_model_file(o.model, io);
   if (!graph) return report_error(g, graph.error());
-  auto outs = ex.run(*graph, inputs);
+  auto outs = ex.run(*graph, run_inputs);
   if (!outs) return report_error(g, outs.error());
   if (outs->size() != expected.size())
     return report_error(g, Error{ErrorCode::kVerificationFailed, "the model has " + std::to_string(outs->size()) +

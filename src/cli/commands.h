@@ -34,7 +34,22 @@ struct RunOptions {
   double atol = 1e-5, rtol = 1e-3;
 };
 
+struct RulesOptions {
+  std::string file;  // empty: the shipped library
+  bool summary = false;
+  std::vector<std::string> only;  // rule names
+  bool write = false;             // verify: record statuses in the file
+  std::vector<std::string> models;  // bench
+  int applications = 1000;          // bench: random-chain applications per model
+  int repeats = 5;                  // bench: timing repetitions
+  int chain = 50;                   // bench: applications per chain before its result is run
+  uint64_t seed = 0;
+};
+
 int cmd_info(const GlobalOptions& g, const InfoOptions& o);
+int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o);
+int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o);
+int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
 std::string version_string();

@@ -108,6 +108,9 @@ at::Tensor index_pad(const at::Tensor& x, const std::vector<int64_t>& pads, ir::
 }
 
 at::Tensor pool(const ir::Node& n, const at::Tensor& x) {
+  // ATen pools floating tensors only; integer MaxPool (int8/uint8 in ONNX) goes through float64,
+  // which holds those values exactly, and -inf padding then needs no integer stand-in.
+  if (!at::isFloatingType(x.scalar_type())) return pool(n, x.to(at::kDouble)).to(x.scalar_type());
   const auto& p = std::get<ir::PoolParams>(n.params);
   const size_t nsp = p.kernel.size();
   const bool is_max = n.kind == OpKind::kMaxPool;
@@ -122,8 +125,8 @@ at::Tensor pool(const ir::Node& n, const at::Tensor& x) {
   }
   const size_t sp = k.size();
   auto pad_vec = aten_pads(pads, static_cast<size_t>(in.dim()), 2);
-  const double pad_val = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-  at::Tensor xp = at::constant_pad_nd(in, pad_vec, pad_val);
+  // Max pooling pads with -inf, so padding never wins.
+  at::Tensor xp = at::constant_pad_nd(in, pad_vec, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   at::Tensor out;
   if (is_max) {
     out = sp == 2 ? at::max_pool2d(xp, k, s, {0, 0}, {1, 1}, p.ceil_mode) : at::max_pool3d(xp, k, s, {0, 0, 0}, {1, 1, 1}, p.ceil_mode);
@@ -132,11 +135,16 @@ at::Tensor pool(const ir::Node& n, const at::Tensor& x) {
       return sp == 2 ? at::avg_pool2d(t, k, s, {0, 0}, p.ceil_mode, true, 1)
                      : at::avg_pool3d(t, k, s, {0, 0, 0}, p.ceil_mode, true, 1);
     };
-    // Divisor per window: padded positions count only with count_include_pad, positions past the
-    // padded extent (ceil_mode overhang) never do.
-    at::Tensor ones = at::ones_like(in.select(0, 0).select(0, 0)).unsqueeze(0).unsqueeze(0);
-    at::Tensor mask = p.count_include_pad ? at::constant_pad_nd(ones, pad_vec, 1.0) : at::constant_pad_nd(ones, pad_vec, 0.0);
-    out = sum(xp) / sum(mask);
+    // Divisor per window, as onnxruntime and the ONNX reference define it: the whole kernel with
+    // count_include_pad (even where a ceil_mode window overhangs), else the real input elements.
+    if (p.count_include_pad) {
+      double kprod = 1;
+      for (auto v : p.kernel) kprod *= static_cast<double>(v);
+      out = sum(xp) / kprod;
+    } else {
+      at::Tensor ones = at::ones_like(in.select(0, 0).select(0, 0)).unsqueeze(0).unsqueeze(0);
+      out = sum(xp) / sum(at::constant_pad_nd(ones, pad_vec, 0.0));
+    }
   }
   // Crop to the ONNX output extent (ATen's ceil_mode may allow one more window).
   const auto& want = n.outputs[0].shape;
@@ -197,7 +205,7 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       if (std::isfinite(p.min)) lo = p.min;
       if (std::isfinite(p.max)) hi = p.max;
       if (!lo && !hi) return one(in[0].clone());
-      return one(at::clamp(in[0], lo, hi));
+      return one(at::clamp(in[0], lo, hi).to(in[0].scalar_type()));  // clamp promotes integers
     }
     case OpKind::kScalarMul: return one(in[0] * std::get<ir::ScalarParams>(n.params).value);
     case OpKind::kCast: {

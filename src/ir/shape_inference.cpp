@@ -364,6 +364,8 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       RLFLOW_TRY_STATUS(need(1));
       auto* p = get(AxesParams{});
       if (!p) return fail(k, "missing parameters");
+      for (auto a : p->axes)
+        if (a < 0 || a >= in[0].rank()) return fail(k, "axis " + std::to_string(a) + " out of range");
       Shape out;
       for (int64_t d = 0; d < in[0].rank(); ++d) {
         bool sq = std::find(p->axes.begin(), p->axes.end(), d) != p->axes.end();

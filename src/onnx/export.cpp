@@ -83,7 +83,8 @@ class Exporter {
   const ir::Graph& g_;
   onnx::ModelProto* m_;
   onnx::GraphProto* gp_;
-  std::unordered_set<std::string> used_;
+  std::unordered_set<std::string> used_;        // tensor names
+  std::unordered_set<std::string> used_nodes_;  // node names
   std::vector<std::vector<std::string>> names_;
   std::vector<std::pair<ValueRef, std::string>> identity_outputs_;  // outputs that need an Identity
   int64_t opset_ = 0;
@@ -123,8 +124,10 @@ onnx::NodeProto* Exporter::add_node(const std::string& op, const Node& src, std:
                                     std::vector<std::string> outs) {
   auto* n = gp_->add_node();
   n->set_op_type(op);
+  // Node names live in their own namespace: a node may share its name with a tensor.
   std::string nm = src.name.empty() ? op + "_" + outs.front() : src.name;
-  n->set_name(fresh(nm));
+  for (int k = 1; !used_nodes_.insert(nm).second; ++k) nm = (src.name.empty() ? op + "_" + outs.front() : src.name) + "_" + std::to_string(k);
+  n->set_name(nm);
   for (auto& s : ins) n->add_input(s);
   for (auto& s : outs) n->add_output(s);
   return n;
@@ -455,6 +458,9 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std:
   }
   Exporter ex(g, m);
   RLFLOW_TRY_STATUS(ex.run());
+  // Checked while the weights are still inline: the checker resolves external data relative to
+  // a model directory it does not have here, and the side file is not written yet.
+  if (opts.check) RLFLOW_TRY_STATUS(check_model(*m));
   int64_t init_bytes = 0;
   for (const auto& t : m->graph().initializer()) init_bytes += static_cast<int64_t>(t.raw_data().size());
   if (init_bytes > opts.external_data_threshold) {
@@ -473,7 +479,6 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std:
       }
     }
   }
-  if (opts.check) RLFLOW_TRY_STATUS(check_model(*m));
   return {};
 }
 

@@ -172,6 +172,7 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
                  const std::vector<std::optional<TensorType>>& types, int64_t opset) {
   const std::string& op = node.op_type();
   if (!node.domain().empty() && node.domain() != "ai.onnx") return not_handled();
+  if (find_attr(node, "broadcast")) return not_handled();  // legacy (opset < 7) broadcasting
   for (const auto& t : in)
     if (t && t->dtype() == DType::kFloat16) return not_handled();
 
@@ -222,10 +223,13 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
       }
     } else {
       const int64_t r = static_cast<int64_t>(s.size());
+      for (auto a : axes)
+        if (a < -r || a >= r) return Error::bad_input("Squeeze: axis out of range");
       Shape out;
       for (int64_t d = 0; d < r; ++d) {
         bool sq = axes.empty() ? s[d] == 1
                                : std::any_of(axes.begin(), axes.end(), [&](int64_t a) { return (a < 0 ? a + r : a) == d; });
+        if (sq && s[d] != 1) return Error::bad_input("Squeeze: cannot squeeze a dimension of extent " + std::to_string(s[d]));
         if (!sq) out.push_back(s[d]);
       }
       s = out;
@@ -241,6 +245,7 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     for (size_t d = 0; d < spec.size(); ++d) {
       int64_t v = spec[d];
       if (v == 0 && !allowzero) v = d < in[0]->shape().size() ? in[0]->shape()[d] : 1;
+      if (v < -1 || (v == -1 && infer_at >= 0)) return Error::bad_input("Reshape '" + node.name() + "': invalid target shape");
       if (v == -1) infer_at = static_cast<int64_t>(d);
       else known *= v;
       s.push_back(v);
@@ -253,6 +258,7 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     const auto& s = in[0]->shape();
     int64_t axis = attr_int(node, "axis", 1);
     if (axis < 0) axis += static_cast<int64_t>(s.size());
+    if (axis < 0 || axis > static_cast<int64_t>(s.size())) return Error::bad_input("Flatten: axis out of range");
     int64_t a = 1;
     for (int64_t d = 0; d < axis; ++d) a *= s[d];
     return single(with_shape(*in[0], {a, a ? in[0]->numel() / a : 0}));
@@ -263,8 +269,12 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     if (axis < 0) axis += r;
     Shape out = in[0]->shape();
     if (out.empty()) return not_handled();
+    if (axis < 0 || axis >= r) return Error::bad_input("Concat: axis out of range");
     for (size_t k = 1; k < in.size(); ++k) {
       if (in[k]->shape().size() != out.size() || in[k]->dtype() != in[0]->dtype()) return Error::bad_input("Concat: inputs differ");
+      for (int64_t d = 0; d < r; ++d)
+        if (d != axis && in[k]->shape()[static_cast<size_t>(d)] != out[static_cast<size_t>(d)])
+          return Error::bad_input("Concat: inputs differ off the axis");
       out[static_cast<size_t>(axis)] += in[k]->shape()[static_cast<size_t>(axis)];
     }
     if (ir::numel(out) > kMaxFoldElements) return not_handled();
@@ -341,7 +351,8 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
         e = std::clamp<int64_t>(e, 0, dim);
         len = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
       } else {
-        s = std::clamp<int64_t>(s, -1, dim - 1);
+        // ONNX clamps a negative-step start into [0, dim-1] (as onnxruntime and ONNX shape inference do).
+        s = std::max<int64_t>(0, std::min<int64_t>(s, dim - 1));
         e = std::clamp<int64_t>(e, -1, dim - 1);
         len = s > e ? (s - e - steps[k] - 1) / (-steps[k]) : 0;
       }
@@ -362,6 +373,10 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     if (perm.empty())
       for (size_t d = ds.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
     if (perm.size() != ds.size()) return Error::bad_input("Transpose: perm length differs from rank");
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t d = 0; d < sorted.size(); ++d)
+      if (sorted[d] != static_cast<int64_t>(d)) return Error::bad_input("Transpose: perm is not a permutation");
     Shape out;
     for (auto p : perm) out.push_back(ds[static_cast<size_t>(p)]);
     const auto strides = strides_of(ds);
@@ -384,6 +399,8 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
   }
   if (op == "ConstantOfShape") {
     auto shape = in.empty() || !in[0] ? std::vector<int64_t>{} : ints_of(in[0]);
+    if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+      return Error::bad_input("ConstantOfShape: negative dimension");
     if (ir::numel(shape) > kMaxFoldElements) return not_handled();
     TensorPtr value = Tensor::from_vector<float>(DType::kFloat32, {1}, {0.0f});
     if (auto* a = find_attr(node, "value")) {
@@ -404,11 +421,17 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     if (a.is_int) {
       int64_t s = a.i[0], l = b.i[0], d = c.i[0];
       if (d == 0) return Error::bad_input("Range: zero delta");
-      for (int64_t v = s; d > 0 ? v < l : v > l; v += d) out.i.push_back(v);
+      // 128-bit so that neither the span nor the running value can overflow.
+      const __int128 span = static_cast<__int128>(l) - s, step = d;
+      const __int128 n = (span > 0 && step > 0) ? (span + step - 1) / step : (span < 0 && step < 0) ? (-span - step - 1) / -step : 0;
+      if (n > kMaxFoldElements) return not_handled();
+      for (__int128 k = 0; k < n; ++k) out.i.push_back(static_cast<int64_t>(s + k * step));
     } else {
       double s = a.f[0], l = b.f[0], d = c.f[0];
       if (d == 0) return Error::bad_input("Range: zero delta");
-      const auto n = static_cast<int64_t>(std::max(0.0, std::ceil((l - s) / d)));
+      const double count = std::max(0.0, std::ceil((l - s) / d));
+      if (!(count <= static_cast<double>(kMaxFoldElements))) return not_handled();
+      const auto n = static_cast<int64_t>(count);
       for (int64_t k = 0; k < n; ++k) out.f.push_back(s + static_cast<double>(k) * d);
     }
     const auto n = static_cast<int64_t>(a.is_int ? out.i.size() : out.f.size());

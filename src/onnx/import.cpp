@@ -25,7 +25,8 @@ using ir::ValueRef;
 
 namespace {
 
-constexpr int64_t kMinOpset = 7;
+// Older opsets import too: ops whose legacy attributes change the meaning stay opaque.
+constexpr int64_t kMinOpset = 1;
 
 // Float weights big enough that no shape computation reads them: their data is moved, not copied,
 // and ONNX shape inference sees only their type.
@@ -132,12 +133,22 @@ Status Importer::read_initializers() {
 }
 
 Status Importer::read_inputs() {
+  // A misspelt --input-shape name is reported before any input it was meant to fix.
+  for (const auto& [name, shape] : opts_.input_shapes)
+    if (std::none_of(model_.graph().input().begin(), model_.graph().input().end(),
+                     [&](const onnx::ValueInfoProto& vi) { return vi.name() == name; }))
+      return Error{ErrorCode::kUsage, "--input-shape: the model has no input named '" + name + "'"};
   std::unordered_set<std::string> seen;
   size_t position = 0;
   for (const auto& vi : model_.graph().input()) {
     if (!seen.insert(vi.name()).second) return bad("graph input '" + vi.name() + "' is declared twice");
     if (values_.count(vi.name())) continue;  // an initializer with a default: treated as a constant
     const size_t pos = position++;
+    if (pos < opts_.positional_constants.size() && opts_.positional_constants[pos]) {
+      const auto& t = opts_.positional_constants[pos];
+      values_[vi.name()] = Value{std::nullopt, t, t->type()};
+      continue;
+    }
     if (!vi.type().has_tensor_type()) return Error::unsupported(label_ + ": graph input '" + vi.name() + "' is not a tensor");
     const auto& tt = vi.type().tensor_type();
     auto dt = dtype_from_onnx(tt.elem_type(), "graph input '" + vi.name() + "'");
@@ -165,8 +176,6 @@ Status Importer::read_inputs() {
     TensorType t{*dt, shape};
     values_[vi.name()] = Value{b_.input(vi.name(), t), nullptr, t};
   }
-  for (const auto& [name, shape] : opts_.input_shapes)
-    if (!seen.count(name)) return Error{ErrorCode::kUsage, "--input-shape: the model has no input named '" + name + "'"};
   return {};
 }
 
@@ -210,11 +219,11 @@ Status Importer::infer_onnx_types() {
   } catch (const std::exception& e) {
     spdlog::debug("{}: ONNX shape inference stopped early: {}", label_, e.what());
   }
-  for (const auto& vi : copy.graph().value_info()) {
-    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+  auto record = [&](const onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
     const auto& tt = vi.type().tensor_type();
     auto dt = dtype_from_onnx(tt.elem_type(), vi.name());
-    if (!dt) continue;
+    if (!dt) return;
     ir::Shape s;
     bool ok = true;
     for (const auto& d : tt.shape().dim()) {
@@ -222,7 +231,10 @@ Status Importer::infer_onnx_types() {
       s.push_back(d.dim_value());
     }
     if (ok) onnx_types_[vi.name()] = TensorType{*dt, s};
-  }
+  };
+  // Inferred intermediate types, then graph outputs (inference refines their declared types).
+  for (const auto& vi : copy.graph().value_info()) record(vi);
+  for (const auto& vi : copy.graph().output()) record(vi);
   return {};
 }
 
@@ -458,6 +470,10 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     if (!c || ir::is_float(c->dtype())) return std::nullopt;
     return c->as_int64();
   };
+
+  // Pre-opset-7 broadcasting (broadcast/axis attributes) and non-spatial batch norm differ from
+  // the semantics the IR models.
+  if (find_attr(n, "broadcast") || (op == "BatchNormalization" && attr_int(n, "spatial", 1) == 0)) return false;
 
   static const std::unordered_map<std::string, OpKind> simple = {
       {"MatMul", OpKind::kMatMul}, {"Add", OpKind::kAdd}, {"Sub", OpKind::kSub}, {"Mul", OpKind::kMul},
@@ -724,8 +740,20 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
       p.value = attr_float(n, "value", 0.0);
     } else {
       auto pads = const_ints(1);
-      if (!pads || present(n, 3)) return false;
+      if (!pads) return false;
       p.pads = *pads;
+      if (present(n, 3)) {  // opset 18: pads for the listed axes only
+        auto axes = const_ints(3);
+        if (!axes || pads->size() != 2 * axes->size()) return false;
+        const int64_t r = x->rank();
+        p.pads.assign(static_cast<size_t>(2 * r), 0);
+        for (size_t k = 0; k < axes->size(); ++k) {
+          auto a = norm_axis((*axes)[k], r);
+          if (!a) return a.error();
+          p.pads[static_cast<size_t>(*a)] = (*pads)[k];
+          p.pads[static_cast<size_t>(*a + r)] = (*pads)[k + axes->size()];
+        }
+      }
       if (present(n, 2)) {
         auto c = constant(n, 2);
         if (!c || c->numel() != 1) return false;
@@ -777,7 +805,8 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
         s = std::clamp<int64_t>(s, 0, dim);
         e = std::clamp<int64_t>(e, 0, dim);
       } else {
-        s = std::clamp<int64_t>(s, -1, dim - 1);
+        // ONNX clamps a negative-step start into [0, dim-1] (as onnxruntime and ONNX shape inference do).
+        s = std::max<int64_t>(0, std::min<int64_t>(s, dim - 1));
         e = std::clamp<int64_t>(e, -1, dim - 1);
       }
       p.axes.push_back(*a);

@@ -15,6 +15,9 @@ struct ImportOptions {
   std::map<std::string, ir::Shape> input_shapes;
   // Shapes by position among the (non-initializer) graph inputs, for inputs not named above.
   std::vector<ir::Shape> positional_input_shapes;
+  // Values that replace graph inputs, by position (nullptr leaves that input an input). Binding
+  // an input makes it a constant, so parameters fed through inputs (shapes, axes) can be read.
+  std::vector<ir::TensorPtr> positional_constants;
   // Folds weight-only subgraphs into weights after conversion; nullptr keeps them.
   const ir::Evaluator* evaluator = nullptr;
 };

@@ -1,0 +1,427 @@
+#include "rlflow/rules/match.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "rlflow/ir/shape_inference.h"
+
+namespace rlflow::rules {
+
+using ir::Graph;
+using ir::NodeId;
+using ir::OpKind;
+using ir::ValueRef;
+
+std::string Match::str() const {
+  std::ostringstream os;
+  os << rule << "@[";
+  for (size_t i = 0; i < nodes.size(); ++i) os << (i ? "," : "") << nodes[i];
+  os << ']';
+  return os.str();
+}
+
+namespace {
+
+struct Ref {
+  int node = -1;  // pattern node index, or -1 for a tensor variable
+  int index = 0;
+  std::string var;
+};
+
+Ref parse_ref(const Pattern& p, const std::string& s) {
+  auto colon = s.find(':');
+  std::string id = colon == std::string::npos ? s : s.substr(0, colon);
+  int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
+  int idx = p.index_of(id);
+  if (idx >= 0) return {idx, k, {}};
+  return {-1, 0, id};
+}
+
+bool commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }
+
+struct State {
+  std::vector<NodeId> placed;
+  Bindings b;
+  std::vector<std::vector<std::pair<int, ValueRef>>> pending;  // per pattern node: (output, required value)
+};
+
+// Everything about a rule that does not depend on the graph, computed once per call.
+struct Compiled {
+  const Rule& r;
+  std::vector<std::vector<Ref>> inputs;  // per source node
+  std::vector<int> order;                // search order of source nodes
+  std::set<std::pair<int, int>> mapped;  // (source node, output) pairs that the target replaces
+
+  explicit Compiled(const Rule& rule) : r(rule) {
+    const auto& nodes = r.source.nodes;
+    for (const auto& n : nodes) {
+      std::vector<Ref> refs;
+      for (const auto& in : n.inputs) refs.push_back(parse_ref(r.source, in));
+      inputs.push_back(std::move(refs));
+    }
+    for (const auto& [s, t] : r.outputs) {
+      Ref ref = parse_ref(r.source, s);
+      mapped.insert({ref.node, ref.index});
+    }
+    // Root first, then grow through edges: producers of placed inputs, consumers of placed
+    // outputs, then nodes sharing a tensor variable with placed ones.
+    std::vector<char> done(nodes.size(), 0);
+    order.push_back(static_cast<int>(nodes.size()) - 1);
+    done.back() = 1;
+    while (order.size() < nodes.size()) {
+      int pick = -1;
+      for (int pass = 0; pass < 3 && pick < 0; ++pass) {
+        for (size_t c = 0; c < nodes.size() && pick < 0; ++c) {
+          if (done[c]) continue;
+          for (int q : order) {
+            bool linked = false;
+            if (pass == 0)
+              for (const auto& ref : inputs[static_cast<size_t>(q)]) linked = linked || ref.node == static_cast<int>(c);
+            if (pass == 1)
+              for (const auto& ref : inputs[c]) linked = linked || ref.node == q;
+            if (pass == 2)
+              for (const auto& ref : inputs[c])
+                for (const auto& qr : inputs[static_cast<size_t>(q)]) linked = linked || (ref.node < 0 && qr.node < 0 && ref.var == qr.var);
+            if (linked) {
+              pick = static_cast<int>(c);
+              break;
+            }
+          }
+        }
+      }
+      if (pick < 0)  // disconnected pattern: continue with the latest remaining node
+        for (size_t c = nodes.size(); c-- > 0;)
+          if (!done[c]) {
+            pick = static_cast<int>(c);
+            break;
+          }
+      done[static_cast<size_t>(pick)] = 1;
+      order.push_back(pick);
+    }
+  }
+};
+
+class Matcher {
+ public:
+  Matcher(const Graph& g, const Compiled& c) : g_(g), c_(c), uses_(g.consumers()) {
+    used_as_output_.assign(g.size(), {});
+    for (const auto& o : g.outputs()) used_as_output_[static_cast<size_t>(o.value.node)].insert(o.value.index);
+  }
+
+  // Tries to place pattern node p on graph node gid; appends every consistent state.
+  void place(int p, NodeId gid, const State& s, std::vector<State>* out) const {
+    const auto& pn = c_.r.source.nodes[static_cast<size_t>(p)];
+    const auto& node = g_.node(gid);
+    if (node.kind != pn.kind || node.inputs.size() != pn.inputs.size()) return;
+    for (auto other : s.placed)
+      if (other == gid) return;
+    State base = s;
+    for (const auto& [k, v] : base.pending[static_cast<size_t>(p)])
+      if (v.node != gid || v.index != k) return;
+    if (!bind_params(pn, node, &base.b)) return;
+    std::vector<std::vector<size_t>> perms = {{0, 1}};
+    if (pn.inputs.size() != 2) {
+      perms = {{}};
+      for (size_t i = 0; i < pn.inputs.size(); ++i) perms[0].push_back(i);
+    } else if (commutative(pn.kind)) {
+      perms.push_back({1, 0});
+    }
+    for (const auto& perm : perms) {
+      State st = base;
+      bool ok = true;
+      for (size_t i = 0; i < pn.inputs.size() && ok; ++i) ok = unify(c_.inputs[static_cast<size_t>(p)][i], node.inputs[perm[i]], &st);
+      if (!ok) continue;
+      st.placed[static_cast<size_t>(p)] = gid;
+      out->push_back(std::move(st));
+      if (perms.size() > 1 && node.inputs[0] == node.inputs[1]) break;  // both orders give the same state
+    }
+  }
+
+  // Checks that need every node placed: deferred expressions, conditions, symmetry, no escaping
+  // interior values, and convexity (no path leaves the match and re-enters it).
+  Status finish(const State& s) const {
+    const auto& r = c_.r;
+    for (size_t p = 0; p < r.source.nodes.size(); ++p) {
+      const auto& pn = r.source.nodes[p];
+      const auto fields = params_to_fields(pn.kind, g_.node(s.placed[p]).params);
+      for (const auto& [field, e] : pn.params) {
+        if (e.kind != Expr::Kind::kCall) continue;
+        if (is_real_field(pn.kind, field)) {
+          auto v = eval_real(e, s.b, g_);
+          if (!v || fields.reals.at(field) != *v) return Error::bad_input("parameter " + field + " of '" + pn.id + "' differs");
+        } else {
+          auto v = eval_ints(e, s.b, g_);
+          if (!v || fields.ints.at(field) != *v) return Error::bad_input("parameter " + field + " of '" + pn.id + "' differs");
+        }
+      }
+    }
+    for (const auto& c : r.conditions) {
+      auto l = eval_ints(c.lhs, s.b, g_), rr = eval_ints(c.rhs, s.b, g_);
+      if (!l) return l.error();
+      if (!rr) return rr.error();
+      bool ok = c.cmp == "eq" ? *l == *rr : c.cmp == "ne" ? *l != *rr : c.cmp == "lt" ? *l < *rr : *l <= *rr;
+      if (!ok) return Error::bad_input("condition " + c.lhs.str() + " " + c.cmp + " " + c.rhs.str() + " does not hold");
+    }
+    for (const auto& group : r.symmetric)
+      for (size_t i = 1; i < group.size(); ++i)
+        if (s.placed[static_cast<size_t>(r.source.index_of(group[i - 1]))] >= s.placed[static_cast<size_t>(r.source.index_of(group[i]))])
+          return Error::bad_input("symmetric nodes out of order");
+    std::set<NodeId> inside(s.placed.begin(), s.placed.end());
+    for (size_t p = 0; p < s.placed.size(); ++p) {
+      const auto gid = s.placed[p];
+      for (size_t k = 0; k < g_.node(gid).outputs.size(); ++k) {
+        if (c_.mapped.count({static_cast<int>(p), static_cast<int>(k)})) continue;
+        if (used_as_output_[static_cast<size_t>(gid)].count(static_cast<int>(k)))
+          return Error::bad_input("interior value of '" + r.source.nodes[p].id + "' is a graph output");
+        for (const auto& u : uses_[static_cast<size_t>(gid)])
+          if (g_.node(u.node).inputs[static_cast<size_t>(u.input_slot)].index == static_cast<int32_t>(k) && !inside.count(u.node))
+            return Error::bad_input("interior value of '" + r.source.nodes[p].id + "' is used outside the match");
+      }
+    }
+    if (s.placed.size() > 1) {
+      const NodeId hi = *std::max_element(s.placed.begin(), s.placed.end());
+      std::vector<NodeId> stack;
+      std::set<NodeId> seen;
+      for (auto gid : s.placed)
+        for (const auto& u : uses_[static_cast<size_t>(gid)])
+          if (!inside.count(u.node) && u.node < hi) stack.push_back(u.node);
+      while (!stack.empty()) {
+        NodeId n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n).second) continue;
+        for (const auto& u : uses_[static_cast<size_t>(n)]) {
+          if (inside.count(u.node)) return Error::bad_input("a path leaves the match and re-enters it (the rewrite would form a cycle)");
+          if (u.node < hi) stack.push_back(u.node);
+        }
+      }
+    }
+    return {};
+  }
+
+  void search(size_t k, State s, std::vector<Match>* out, size_t limit) const {
+    if (out->size() >= limit) return;
+    const auto& r = c_.r;
+    if (k == c_.order.size()) {
+      if (finish(s).ok()) out->push_back(Match{r.name, s.placed});
+      return;
+    }
+    const int p = c_.order[k];
+    for (NodeId cand : candidates(p, s)) {
+      std::vector<State> next;
+      place(p, cand, s, &next);
+      for (auto& st : next) search(k + 1, std::move(st), out, limit);
+    }
+  }
+
+  State empty_state() const {
+    State s;
+    s.placed.assign(c_.r.source.nodes.size(), -1);
+    s.pending.resize(c_.r.source.nodes.size());
+    return s;
+  }
+
+ private:
+  std::vector<NodeId> candidates(int p, const State& s) const {
+    const auto& pn = c_.r.source.nodes[static_cast<size_t>(p)];
+    if (!s.pending[static_cast<size_t>(p)].empty()) return {s.pending[static_cast<size_t>(p)][0].second.node};
+    // Consumers of an input already known.
+    for (const auto& ref : c_.inputs[static_cast<size_t>(p)]) {
+      std::optional<ValueRef> v;
+      if (ref.node >= 0 && s.placed[static_cast<size_t>(ref.node)] >= 0) v = ValueRef{s.placed[static_cast<size_t>(ref.node)], ref.index};
+      if (ref.node < 0) {
+        auto it = s.b.tensors.find(ref.var);
+        if (it != s.b.tensors.end()) v = it->second;
+      }
+      if (!v) continue;
+      std::vector<NodeId> c;
+      for (const auto& u : uses_[static_cast<size_t>(v->node)])
+        if (g_.node(u.node).kind == pn.kind && g_.node(u.node).inputs[static_cast<size_t>(u.input_slot)] == *v &&
+            (c.empty() || c.back() != u.node))
+          c.push_back(u.node);
+      return c;
+    }
+    std::vector<NodeId> c;
+    for (size_t i = 0; i < g_.size(); ++i)
+      if (g_.node(static_cast<NodeId>(i)).kind == pn.kind) c.push_back(static_cast<NodeId>(i));
+    return c;
+  }
+
+  bool unify(const Ref& ref, ValueRef v, State* s) const {
+    if (ref.node >= 0) {
+      if (v.index != ref.index) return false;
+      NodeId placed = s->placed[static_cast<size_t>(ref.node)];
+      if (placed >= 0) return placed == v.node;
+      s->pending[static_cast<size_t>(ref.node)].push_back({ref.index, v});
+      return true;
+    }
+    auto it = s->b.tensors.find(ref.var);
+    if (it != s->b.tensors.end()) return it->second == v;
+    auto spec = c_.r.vars.find(ref.var);
+    if (spec != c_.r.vars.end() && spec->second.constant && g_.node(v.node).kind != OpKind::kWeight) return false;
+    s->b.tensors[ref.var] = v;
+    return true;
+  }
+
+  bool bind_params(const PatternNode& pn, const ir::Node& node, Bindings* b) const {
+    if (pn.params.empty()) return true;
+    const auto fields = params_to_fields(pn.kind, node.params);
+    for (const auto& [field, e] : pn.params) {
+      const bool real = is_real_field(pn.kind, field);
+      if (real) {
+        auto it = fields.reals.find(field);
+        if (it == fields.reals.end()) return false;
+        if (e.kind == Expr::Kind::kReal && e.real != it->second) return false;
+        if (e.kind == Expr::Kind::kInts && (e.ints.size() != 1 || static_cast<double>(e.ints[0]) != it->second)) return false;
+        if (e.kind == Expr::Kind::kVar) {
+          auto [pos, inserted] = b->reals.emplace(e.name, it->second);
+          if (!inserted && pos->second != it->second) return false;
+        }
+      } else {
+        auto it = fields.ints.find(field);
+        if (it == fields.ints.end()) return false;
+        if (e.kind == Expr::Kind::kInts && e.ints != it->second) return false;
+        if (e.kind == Expr::Kind::kVar) {
+          auto [pos, inserted] = b->ints.emplace(e.name, it->second);
+          if (!inserted && pos->second != it->second) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  const Graph& g_;
+  const Compiled& c_;
+  std::vector<std::vector<ir::Use>> uses_;
+  std::vector<std::set<int>> used_as_output_;
+};
+
+bool match_less(const Match& a, const Match& b) {
+  const NodeId ma = *std::max_element(a.nodes.begin(), a.nodes.end());
+  const NodeId mb = *std::max_element(b.nodes.begin(), b.nodes.end());
+  if (ma != mb) return ma < mb;
+  return a.nodes < b.nodes;
+}
+
+}  // namespace
+
+std::vector<Match> find_matches(const Graph& g, const Rule& r, const MatchOptions& opts) {
+  if (r.source.nodes.empty()) return {};
+  Compiled c(r);
+  Matcher m(g, c);
+  std::vector<Match> out;
+  // Enumerate (bounded), then order by position so the first locations are the earliest.
+  m.search(0, m.empty_state(), &out, std::max<size_t>(opts.max_matches * 8, 1024));
+  std::sort(out.begin(), out.end(), match_less);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.size() > opts.max_matches) out.resize(opts.max_matches);
+  return out;
+}
+
+Expected<Bindings> check_match(const Graph& g, const Rule& r, const Match& m) {
+  if (m.rule != r.name) return Error::bad_input("match is for rule '" + m.rule + "', not '" + r.name + "'");
+  if (m.nodes.size() != r.source.nodes.size()) return Error::bad_input("match has the wrong number of nodes for rule '" + r.name + "'");
+  for (auto id : m.nodes)
+    if (id < 0 || static_cast<size_t>(id) >= g.size()) return Error::bad_input("match refers to a node outside the graph");
+  Compiled c(r);
+  Matcher matcher(g, c);
+  // Replay in search order with the given nodes; commutative inputs may branch.
+  std::vector<State> states = {matcher.empty_state()};
+  for (int p : c.order) {
+    std::vector<State> next;
+    for (const auto& s : states) matcher.place(p, m.nodes[static_cast<size_t>(p)], s, &next);
+    states = std::move(next);
+    if (states.empty()) return Error::bad_input("rule '" + r.name + "' does not match at " + m.str() + " (pattern node '" + r.source.nodes[static_cast<size_t>(p)].id + "')");
+  }
+  Error last = Error::bad_input("no consistent binding");
+  for (const auto& s : states) {
+    auto st = matcher.finish(s);
+    if (st.ok()) return s.b;
+    last = st.error();
+  }
+  return last.with_context("rule '" + r.name + "' at " + m.str());
+}
+
+Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
+  auto bound = check_match(g, r, m);
+  if (!bound) return bound.error();
+  const Bindings& b = *bound;
+  std::vector<ir::Node> nodes = g.nodes();
+  const auto base = static_cast<NodeId>(nodes.size());
+  auto ctx = [&](const std::string& why) { return Error::bad_input("rule '" + r.name + "' at " + m.str() + ": " + why); };
+
+  // Instantiate the target pattern after the existing nodes.
+  std::vector<std::pair<std::string, NodeId>> target_ids;
+  auto target_value = [&](const std::string& s) -> std::optional<ValueRef> {
+    auto colon = s.find(':');
+    std::string id = colon == std::string::npos ? s : s.substr(0, colon);
+    int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
+    for (const auto& [tid, nid] : target_ids)
+      if (tid == id) return ValueRef{nid, k};
+    auto it = b.tensors.find(id);
+    if (it != b.tensors.end()) return it->second;
+    return std::nullopt;
+  };
+  auto type_of = [&](ValueRef v) -> const ir::TensorType& { return nodes[static_cast<size_t>(v.node)].outputs[static_cast<size_t>(v.index)]; };
+  for (const auto& tn : r.target.nodes) {
+    ir::Node n;
+    n.kind = tn.kind;
+    std::vector<ir::TensorType> in_types;
+    for (const auto& in : tn.inputs) {
+      auto v = target_value(in);
+      if (!v) return ctx("target input '" + in + "' is unbound");
+      if (v->index >= static_cast<int32_t>(nodes[static_cast<size_t>(v->node)].outputs.size())) return ctx("target input '" + in + "' has no such output");
+      n.inputs.push_back(*v);
+      in_types.push_back(type_of(*v));
+    }
+    Fields f;
+    if (!tn.like.empty()) f = params_to_fields(tn.kind, g.node(m.nodes[static_cast<size_t>(r.source.index_of(tn.like))]).params);
+    for (const auto& [field, e] : tn.params) {
+      if (is_real_field(tn.kind, field)) {
+        auto v = eval_real(e, b, g);
+        if (!v) return ctx(v.error().message);
+        f.reals[field] = *v;
+      } else {
+        auto v = eval_ints(e, b, g);
+        if (!v) return ctx(v.error().message);
+        f.ints[field] = *v;
+      }
+    }
+    auto params = params_from_fields(tn.kind, f);
+    if (!params) return ctx(params.error().message);
+    n.params = std::move(*params);
+    auto types = ir::infer_types(tn.kind, n.params, in_types);
+    if (!types) return ctx("shape conflict: " + types.error().message);
+    n.outputs = std::move(*types);
+    target_ids.emplace_back(tn.id, static_cast<NodeId>(nodes.size()));
+    nodes.push_back(std::move(n));
+  }
+  // Redirect every use of a replaced source output to its target value.
+  std::map<ValueRef, ValueRef> redirect;
+  for (const auto& [s, t] : r.outputs) {
+    auto colon = s.find(':');
+    const int p = r.source.index_of(colon == std::string::npos ? s : s.substr(0, colon));
+    const int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
+    ValueRef from{m.nodes[static_cast<size_t>(p)], k};
+    auto to = target_value(t);
+    if (!to) return ctx("output target '" + t + "' is unbound");
+    if (type_of(*to) != g.type(from))
+      return ctx("shape conflict: " + s + " is " + g.type(from).str() + " but " + t + " is " + type_of(*to).str());
+    redirect[from] = *to;
+  }
+  for (NodeId i = 0; i < base; ++i)
+    for (auto& in : nodes[static_cast<size_t>(i)].inputs) {
+      auto it = redirect.find(in);
+      if (it != redirect.end()) in = it->second;
+    }
+  std::vector<ir::GraphOutput> outputs = g.outputs();
+  for (auto& o : outputs) {
+    auto it = redirect.find(o.value);
+    if (it != redirect.end()) o.value = it->second;
+  }
+  auto sorted = ir::topo_sorted(nodes, outputs, g.meta());
+  if (!sorted) return ctx("the rewrite would create a cycle");
+  return ir::remove_dead_nodes(*sorted);
+}
+
+}  // namespace rlflow::rules

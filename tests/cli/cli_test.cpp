@@ -1,0 +1,386 @@
+// Runs the real rlflow binary and checks exit codes, stderr lines, stdout JSON and the files it
+// leaves behind.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const fs::path kData = RLFLOW_TEST_DATA;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "rlflow_cli_test_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> lines;
+    std::istringstream ss(err);
+    for (std::string l; std::getline(ss, l);) lines.push_back(l);
+    return lines;
+  }
+};
+
+// Runs `rlflow ARGS...` with stdout and stderr captured to files in a private directory.
+Result rlflow(const std::vector<std::string>& args) {
+  TempDir io;
+  std::string cmd = quote(RLFLOW_BINARY);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote((io / "stdout").string()) + " 2>" + quote((io / "stderr").string()) + " </dev/null";
+  const int st = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(io / "stdout");
+  r.err = slurp(io / "stderr");
+  return r;
+}
+
+// The error contract: exactly one stderr line "rlflow: error: ...".
+void expect_one_error_line(const Result& r, const std::string& must_contain = {}) {
+  auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << "stderr:\n" << r.err;
+  EXPECT_EQ(lines[0].rfind("rlflow: error:", 0), 0u) << lines[0];
+  if (!must_contain.empty()) EXPECT_NE(lines[0].find(must_contain), std::string::npos) << lines[0];
+}
+
+json parse_json(const std::string& s) {
+  try {
+    return json::parse(s);  // rejects trailing content: exactly one document
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not one JSON document: " << e.what() << "\n" << s;
+    return json();
+  }
+}
+
+// Writes a serialized TensorProto (the ONNX backend test data format).
+void write_tensor(const fs::path& p, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  for (auto d : dims) t.add_dims(d);
+  for (float x : v) t.add_float_data(x);
+  std::ofstream(p, std::ios::binary) << t.SerializeAsString();
+}
+
+// y = Relu(x) for x: float[1, 4]; its output is known without running anything.
+void write_relu_model(const fs::path& p) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("cli_test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("relu");
+  for (auto [vi, name] : {std::pair{g->add_input(), "x"}, std::pair{g->add_output(), "y"}}) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(1);
+    tt->mutable_shape()->add_dim()->set_dim_value(4);
+  }
+  auto* n = g->add_node();
+  n->set_op_type("Relu");
+  n->set_name("relu");
+  n->add_input("x");
+  n->add_output("y");
+  std::ofstream(p, std::ios::binary) << m.SerializeAsString();
+}
+
+std::vector<fs::path> malformed_corpus() {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kData / "malformed"))
+    if (e.path().extension() == ".onnx") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+// ---- usage ----
+
+TEST(Cli, Version) {
+  auto r = rlflow({"--version"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("rlflow ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("libtorch"), std::string::npos) << r.out;
+}
+
+TEST(Cli, NoArgumentsPrintsUsage) {
+  auto r = rlflow({});
+  EXPECT_TRUE(r.code == 2 || r.code == 0) << r.code;
+  const std::string all = r.out + r.err;
+  EXPECT_NE(all.find("Usage"), std::string::npos) << all;
+  EXPECT_NE(all.find("optimise"), std::string::npos) << all;
+}
+
+TEST(Cli, Help) {
+  auto r = rlflow({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("optimise"), std::string::npos) << r.out;
+  auto sub = rlflow({"optimise", "--help"});
+  EXPECT_EQ(sub.code, 0);
+  EXPECT_NE(sub.out.find("--output"), std::string::npos) << sub.out;
+}
+
+TEST(Cli, UnknownFlagIsUsageError) {
+  auto r = rlflow({"--bogus"});
+  EXPECT_EQ(r.code, 2);
+  expect_one_error_line(r, "--bogus");
+  TempDir dir;
+  auto sub = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--frobnicate"});
+  EXPECT_EQ(sub.code, 2);
+  expect_one_error_line(sub, "--frobnicate");
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(Cli, MissingRequiredOptionIsUsageError) {
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string()});  // no -o
+  EXPECT_EQ(r.code, 2);
+  expect_one_error_line(r);
+}
+
+TEST(Cli, UnknownSearchIsUsageError) {
+  TempDir dir;
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "magic"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+// ---- bad input ----
+
+TEST(Cli, MissingModelFile) {
+  TempDir dir;
+  const std::string missing = (dir / "missing.onnx").string();
+  auto r = rlflow({"optimise", missing, "-o", (dir / "out.onnx").string()});
+  EXPECT_EQ(r.code, 3);
+  expect_one_error_line(r, missing);
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(Cli, MissingModelFileWithJson) {
+  TempDir dir;
+  const std::string missing = (dir / "missing.onnx").string();
+  auto r = rlflow({"optimise", missing, "-o", (dir / "out.onnx").string(), "--json"});
+  EXPECT_EQ(r.code, 3);
+  expect_one_error_line(r, missing);
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j.value("ok", true), false);
+  EXPECT_EQ(j.value("exit_code", 0), 3);
+  EXPECT_NE(j.value("error", std::string()).find(missing), std::string::npos);
+}
+
+TEST(Cli, MalformedCorpusExitsThreeWithOneLineAndNoOutput) {
+  const auto files = malformed_corpus();
+  ASSERT_EQ(files.size(), 13u);
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.filename().string());
+    TempDir dir;
+    const auto out = dir / "out.onnx";
+    auto r = rlflow({"optimise", f.string(), "-o", out.string()});
+    EXPECT_EQ(r.code, 3) << r.err;
+    expect_one_error_line(r, f.string());
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_TRUE(dir.entries().empty());
+  }
+}
+
+TEST(Cli, InfoOnMalformedAndDirectory) {
+  auto r = rlflow({"info", (kData / "malformed" / "cycle.onnx").string()});
+  EXPECT_EQ(r.code, 3);
+  expect_one_error_line(r, "cycle");
+  auto d = rlflow({"info", kData.string()});
+  EXPECT_EQ(d.code, 3);
+  expect_one_error_line(d, "directory");
+}
+
+// ---- optimise ----
+
+TEST(Cli, OptimiseWritesTheOutput) {
+  TempDir dir;
+  const auto out = dir / "tiny_cnn.opt.onnx";
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "none"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_GT(fs::file_size(out), 1000u);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"tiny_cnn.opt.onnx"}));  // no temp files left
+  EXPECT_NE(r.out.find("verified"), std::string::npos) << r.out;
+  // The written model is itself a valid input.
+  auto again = rlflow({"info", out.string(), "--json"});
+  EXPECT_EQ(again.code, 0) << again.err;
+}
+
+TEST(Cli, OptimiseJsonIsOneDocument) {
+  TempDir dir;
+  const auto out = dir / "o.onnx";
+  auto r = rlflow({"optimise", (kData / "tiny_attention.onnx").string(), "-o", out.string(), "--search", "none", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j.value("ok", false), true);
+  ASSERT_TRUE(j.contains("verification"));
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  EXPECT_EQ(j["verification"].value("method", std::string()), "reference executor");
+  EXPECT_EQ(j.value("output", std::string()), out.string());
+  ASSERT_TRUE(j.contains("before"));
+  EXPECT_GT(j["before"].value("ops", 0), 0);
+  EXPECT_TRUE(fs::exists(out));
+}
+
+TEST(Cli, OptimiseOpaqueModelVerifiesStructurally) {
+  TempDir dir;
+  auto r = rlflow({"optimise", (kData / "opaque_op.onnx").string(), "-o", (dir / "o.onnx").string(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  EXPECT_EQ(j["verification"].value("method", std::string()), "structural");
+}
+
+TEST(Cli, OptimiseDynamicBatchNeedsAnInputShape) {
+  TempDir dir;
+  const auto model = (kData / "dynamic_batch.onnx").string();
+  auto without = rlflow({"optimise", model, "-o", (dir / "o.onnx").string()});
+  EXPECT_EQ(without.code, 3);
+  expect_one_error_line(without, "--input-shape");
+  auto with = rlflow({"optimise", model, "-o", (dir / "o.onnx").string(), "--input-shape", "x:4,16"});
+  EXPECT_EQ(with.code, 0) << with.err;
+  auto unknown = rlflow({"optimise", model, "-o", (dir / "p.onnx").string(), "--input-shape", "nope:4,16"});
+  EXPECT_EQ(unknown.code, 2);
+  expect_one_error_line(unknown, "nope");
+  auto malformed = rlflow({"optimise", model, "-o", (dir / "p.onnx").string(), "--input-shape", "x:4,a"});
+  EXPECT_EQ(malformed.code, 2);
+  expect_one_error_line(malformed);
+  EXPECT_FALSE(fs::exists(dir / "p.onnx"));
+}
+
+TEST(Cli, OutputEqualToInputIsRefused) {
+  TempDir dir;
+  const auto in = dir / "model.onnx";
+  fs::copy_file(kData / "tiny_cnn.onnx", in);
+  const std::string before = slurp(in);
+  auto r = rlflow({"optimise", in.string(), "-o", in.string()});
+  EXPECT_EQ(r.code, 2);
+  expect_one_error_line(r);
+  auto other = rlflow({"optimise", in.string(), "-o", (dir.path() / "." / "model.onnx").string()});
+  EXPECT_EQ(other.code, 2);
+  EXPECT_EQ(slurp(in), before);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"model.onnx"}));
+}
+
+// ---- info ----
+
+TEST(Cli, InfoJson) {
+  auto r = rlflow({"info", (kData / "tiny_residual.onnx").string(), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  ASSERT_TRUE(j.contains("inputs") && j["inputs"].is_array());
+  ASSERT_EQ(j["inputs"].size(), 1u);
+  EXPECT_EQ(j["inputs"][0].value("name", std::string()), "x");
+  EXPECT_EQ(j["inputs"][0]["shape"], json({1, 4, 8, 8}));
+  EXPECT_EQ(j["inputs"][0].value("dtype", std::string()), "float32");
+  ASSERT_TRUE(j.contains("outputs") && j["outputs"].is_array());
+  ASSERT_EQ(j["outputs"].size(), 2u);
+  EXPECT_EQ(j["outputs"][0].value("name", std::string()), "y");
+  EXPECT_EQ(j["outputs"][1].value("name", std::string()), "z");
+  EXPECT_EQ(j["outputs"][1]["shape"], json({1, 1, 5}));
+  ASSERT_TRUE(j.contains("op_counts") && j["op_counts"].is_object());
+  EXPECT_EQ(j["op_counts"].value("Conv", 0), 4);
+  EXPECT_EQ(j["op_counts"].value("Split", 0), 1);
+  EXPECT_EQ(j["op_counts"].count("Dropout"), 0u);  // removed on import
+  EXPECT_EQ(j["opsets"].value("ai.onnx", 0), 11);
+}
+
+TEST(Cli, InfoText) {
+  auto r = rlflow({"info", (kData / "opaque_op.onnx").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("HardSwish"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("opaque"), std::string::npos) << r.out;
+}
+
+// ---- run ----
+
+TEST(Cli, RunComparesWithExpectedOutputs) {
+  TempDir dir;
+  const auto model = dir / "relu.onnx";
+  write_relu_model(model);
+  const auto data = dir / "data";
+  fs::create_directory(data);
+  write_tensor(data / "input_0.pb", {1, 4}, {-1.5f, 2.0f, -3.0f, 4.25f});
+  write_tensor(data / "output_0.pb", {1, 4}, {0.0f, 2.0f, 0.0f, 4.25f});
+  auto ok = rlflow({"run", model.string(), "--data-dir", data.string()});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("match"), std::string::npos) << ok.out;
+
+  auto okj = rlflow({"run", model.string(), "--data-dir", data.string(), "--json"});
+  EXPECT_EQ(okj.code, 0) << okj.err;
+  auto j = parse_json(okj.out);
+  EXPECT_EQ(j.value("ok", false), true);
+  EXPECT_EQ(j.value("max_abs_diff", -1.0), 0.0);
+
+  write_tensor(data / "output_0.pb", {1, 4}, {0.0f, 2.0f, 0.0f, 5.25f});  // perturbed
+  auto bad = rlflow({"run", model.string(), "--data-dir", data.string(), "--json"});
+  EXPECT_EQ(bad.code, 4) << bad.err;
+  auto jb = parse_json(bad.out);
+  EXPECT_EQ(jb.value("ok", true), false);
+  EXPECT_DOUBLE_EQ(jb.value("max_abs_diff", 0.0), 1.0);
+}
+
+TEST(Cli, RunWithoutDataIsBadInput) {
+  TempDir dir;
+  const auto model = dir / "relu.onnx";
+  write_relu_model(model);
+  fs::create_directory(dir / "empty");
+  auto r = rlflow({"run", model.string(), "--data-dir", (dir / "empty").string()});
+  EXPECT_EQ(r.code, 3);
+  expect_one_error_line(r, "input_N.pb");
+  std::ofstream(dir / "empty" / "input_0.pb") << "not a tensor";
+  auto garbage = rlflow({"run", model.string(), "--data-dir", (dir / "empty").string()});
+  EXPECT_EQ(garbage.code, 3);
+  expect_one_error_line(garbage, "input_0.pb");
+}

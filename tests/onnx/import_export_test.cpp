@@ -1,0 +1,694 @@
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rlflow/exec/compare.h"
+#include "rlflow/exec/executor.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/onnx/model_io.h"
+
+using namespace rlflow;
+using namespace rlflow::ir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kData = RLFLOW_TEST_DATA;
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "rlflow_onnx_test_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const exec::Executor& executor() {
+  static const exec::Executor ex;
+  return ex;
+}
+
+onnxio::ImportOptions import_options() {
+  onnxio::ImportOptions o;
+  o.evaluator = &executor();
+  return o;
+}
+
+onnxio::ExportOptions export_options() {
+  onnxio::ExportOptions o;
+  o.evaluator = &executor();
+  return o;
+}
+
+// Valid models and the shapes they need.
+std::vector<fs::path> valid_models() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kData))
+    if (e.is_regular_file() && e.path().extension() == ".onnx") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+onnxio::ImportOptions options_for(const fs::path& p) {
+  auto o = import_options();
+  if (p.filename() == "dynamic_batch.onnx") o.input_shapes["x"] = {2, 16};
+  return o;
+}
+
+Graph import_ok(const fs::path& p, const onnxio::ImportOptions& o, onnxio::ImportStats* stats = nullptr) {
+  auto r = onnxio::import_model_file(p.string(), o, stats);
+  EXPECT_TRUE(r.ok()) << p << ": " << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(*r) : Graph{};
+}
+
+onnxio::ExportedModel export_ok(const Graph& g, const onnxio::ExportOptions& o = export_options(),
+                                const std::string& hint = "model.onnx") {
+  auto r = onnxio::export_model(g, o, hint);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(*r) : onnxio::ExportedModel{};
+}
+
+Graph reimport(const onnxio::ExportedModel& m, const onnxio::ImportOptions& o = import_options()) {
+  auto r = onnxio::import_model(m.model_bytes, "re-import", ".", o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(*r) : Graph{};
+}
+
+onnx::ModelProto parse(const std::string& bytes) {
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(bytes));
+  return m;
+}
+
+onnx::ModelProto load_proto(const fs::path& p) { return parse(slurp(p)); }
+
+std::vector<std::string> op_types(const onnx::ModelProto& m) {
+  std::vector<std::string> ops;
+  for (const auto& n : m.graph().node()) ops.push_back(n.op_type());
+  return ops;
+}
+
+size_t count_kind(const Graph& g, OpKind k) {
+  return static_cast<size_t>(std::count_if(g.nodes().begin(), g.nodes().end(), [k](const Node& n) { return n.kind == k; }));
+}
+
+void expect_numerically_equal(const Graph& a, const Graph& b, double tol = 1e-5) {
+  exec::CompareOptions co;
+  co.trials = 2;
+  co.atol = tol;
+  co.rtol = tol;
+  auto c = exec::compare_graphs(a, b, co);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->ok) << c->message;
+}
+
+std::vector<std::string> input_names(const Graph& g) {
+  std::vector<std::string> out;
+  for (auto id : g.inputs()) out.push_back(g.node(id).name);
+  return out;
+}
+
+std::vector<std::string> output_names(const Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& o : g.outputs()) out.push_back(o.name);
+  return out;
+}
+
+void add_attr_float(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+void value_info(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<int64_t>& shape) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  for (auto d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+}  // namespace
+
+// ---- import ----
+
+TEST(Import, EveryValidModelImports) {
+  const auto models = valid_models();
+  ASSERT_GE(models.size(), 7u);
+  for (const auto& p : models) {
+    SCOPED_TRACE(p.filename().string());
+    onnxio::ImportStats stats;
+    Graph g = import_ok(p, options_for(p), &stats);
+    EXPECT_TRUE(validate(g).ok());
+    EXPECT_GT(g.num_ops(), 0u);
+    EXPECT_GT(stats.onnx_nodes, 0);
+    EXPECT_FALSE(g.outputs().empty());
+    // Without constant folding through the executor the model computes the same thing.
+    auto plain = onnxio::import_model_file(p.string(), [&] {
+      auto o = options_for(p);
+      o.evaluator = nullptr;
+      return o;
+    }());
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    if (count_kind(g, OpKind::kOpaque) == 0) expect_numerically_equal(g, *plain);
+    else EXPECT_TRUE(structurally_equal(g, *plain));  // the executor cannot run opaque ops
+  }
+}
+
+TEST(Import, MetadataAndInterface) {
+  Graph g = import_ok(kData / "tiny_cnn.onnx", import_options());
+  EXPECT_EQ(g.meta().opset(""), 13);
+  EXPECT_EQ(g.meta().producer_name, "rlflow/scripts/make_test_models.py");
+  EXPECT_EQ(g.meta().ir_version, 7);
+  EXPECT_EQ(input_names(g), (std::vector<std::string>{"x"}));
+  EXPECT_EQ(output_names(g), (std::vector<std::string>{"y"}));
+  EXPECT_EQ(g.type(g.outputs()[0].value), (TensorType{DType::kFloat32, {1, 10}}));
+  EXPECT_EQ(count_kind(g, OpKind::kConv), 3u);
+  EXPECT_EQ(count_kind(g, OpKind::kBatchNorm), 1u);
+  // The grouped conv keeps its group.
+  bool grouped = false;
+  for (const auto& n : g.nodes())
+    if (n.kind == OpKind::kConv && std::get<ConvParams>(n.params).group > 1) grouped = true;
+  EXPECT_TRUE(grouped);
+}
+
+TEST(Import, InputShapeOverrideOnDynamicBatch) {
+  auto o = import_options();
+  o.input_shapes["x"] = {3, 16};
+  Graph g = import_ok(kData / "dynamic_batch.onnx", o);
+  ASSERT_EQ(g.inputs().size(), 1u);
+  EXPECT_EQ(g.node(g.inputs()[0]).outputs[0], (TensorType{DType::kFloat32, {3, 16}}));
+  EXPECT_EQ(g.type(g.outputs()[0].value), (TensorType{DType::kFloat32, {3, 8}}));
+  // By position as well.
+  auto p = import_options();
+  p.positional_input_shapes = {{5, 16}};
+  Graph g5 = import_ok(kData / "dynamic_batch.onnx", p);
+  EXPECT_EQ(g5.type(g5.outputs()[0].value), (TensorType{DType::kFloat32, {5, 8}}));
+}
+
+TEST(Import, DynamicInputWithoutShapeIsBadInput) {
+  const std::string path = (kData / "dynamic_batch.onnx").string();
+  auto r = onnxio::import_model_file(path, import_options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kBadInput);
+  EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("'x'"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("--input-shape"), std::string::npos) << r.error().message;
+}
+
+TEST(Import, InputShapeErrorsAreUsageErrors) {
+  auto unknown = import_options();
+  unknown.input_shapes["x"] = {1, 16};
+  unknown.input_shapes["nope"] = {1};
+  auto r = onnxio::import_model_file((kData / "dynamic_batch.onnx").string(), unknown);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+  EXPECT_NE(r.error().message.find("'nope'"), std::string::npos) << r.error().message;
+
+  // A misspelt name is reported even when the input it was meant for is dynamic.
+  auto only_unknown = import_options();
+  only_unknown.input_shapes["X"] = {1, 16};
+  auto r1 = onnxio::import_model_file((kData / "dynamic_batch.onnx").string(), only_unknown);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.error().code, ErrorCode::kUsage);
+  EXPECT_NE(r1.error().message.find("'X'"), std::string::npos) << r1.error().message;
+
+  auto rank = import_options();
+  rank.input_shapes["x"] = {1, 16, 1};
+  auto r2 = onnxio::import_model_file((kData / "dynamic_batch.onnx").string(), rank);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().code, ErrorCode::kUsage);
+}
+
+TEST(Import, ShapeChainFoldsAway) {
+  onnxio::ImportStats stats;
+  Graph g = import_ok(kData / "shape_chain.onnx", import_options(), &stats);
+  EXPECT_GT(stats.folded_nodes, 0);
+  EXPECT_EQ(stats.opaque_nodes, 0);
+  EXPECT_EQ(count_kind(g, OpKind::kOpaque), 0u);
+  EXPECT_EQ(count_kind(g, OpKind::kGather), 0u);
+  EXPECT_EQ(count_kind(g, OpKind::kConcat), 0u);
+  ASSERT_EQ(count_kind(g, OpKind::kReshape), 1u);
+  for (const auto& n : g.nodes())
+    if (n.kind == OpKind::kReshape) EXPECT_EQ(std::get<ReshapeParams>(n.params).shape, (Shape{1, 144}));
+  EXPECT_EQ(g.type(g.outputs()[0].value), (TensorType{DType::kFloat32, {1, 8}}));
+}
+
+TEST(Import, OpaqueOpsAreKept) {
+  onnxio::ImportStats stats;
+  Graph g = import_ok(kData / "opaque_op.onnx", import_options(), &stats);
+  EXPECT_EQ(stats.opaque_nodes, 2);
+  std::set<std::string> opaque;
+  for (const auto& n : g.nodes())
+    if (n.kind == OpKind::kOpaque) {
+      const auto& p = std::get<OpaqueParams>(n.params);
+      opaque.insert(p.op_type);
+      EXPECT_EQ(n.outputs[0], (TensorType{DType::kFloat32, {2, 16}}));
+    }
+  EXPECT_EQ(opaque, (std::set<std::string>{"HardSwish", "PRelu"}));
+}
+
+TEST(Import, SliceNegativeStepStartBeforeTheBeginning) {
+  // Slice(x, starts=-100, ends=INT64_MIN, steps=-1): the start clamps to 0, so the result is [x[0]]
+  // (what onnxruntime and ONNX shape inference compute), not an empty tensor.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  value_info(g->add_input(), "x", {5});
+  value_info(g->add_output(), "y", {1});
+  auto add_i64 = [&](const std::string& name, int64_t v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(1);
+    t->add_int64_data(v);
+  };
+  add_i64("starts", -100);
+  add_i64("ends", std::numeric_limits<int64_t>::min());
+  add_i64("axes", 0);
+  add_i64("steps", -1);
+  auto* n = g->add_node();
+  n->set_op_type("Slice");
+  for (const char* in : {"x", "starts", "ends", "axes", "steps"}) n->add_input(in);
+  n->add_output("y");
+  auto imported = onnxio::import_model(m.SerializeAsString(), "slice-model", ".", import_options());
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  EXPECT_EQ(imported->type(imported->outputs()[0].value), (TensorType{DType::kFloat32, {1}}));
+  auto x = Tensor::from_vector<float>(DType::kFloat32, {5}, {7, 1, 2, 3, 4});
+  auto out = executor().run(*imported, {x});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ((*out)[0]->as_double(), (std::vector<double>{7}));
+  // And it round-trips as the same slice.
+  Graph again = reimport(export_ok(*imported));
+  EXPECT_TRUE(structurally_equal(*imported, again));
+}
+
+// ---- round trips ----
+
+TEST(RoundTrip, EveryValidModelReimportsEqual) {
+  for (const auto& p : valid_models()) {
+    SCOPED_TRACE(p.filename().string());
+    const auto opts = options_for(p);
+    Graph g = import_ok(p, opts);
+    auto m = export_ok(g);
+    ASSERT_FALSE(m.model_bytes.empty());
+    EXPECT_TRUE(m.external_data.empty());
+    Graph g2 = reimport(m, opts);
+    EXPECT_TRUE(structurally_equal(g, g2));
+    EXPECT_EQ(g.hash(), g2.hash());
+    EXPECT_EQ(g2.meta().opsets, g.meta().opsets);
+    EXPECT_EQ(g2.meta().producer_name, g.meta().producer_name);
+    EXPECT_EQ(g2.meta().ir_version, g.meta().ir_version);
+    EXPECT_EQ(input_names(g2), input_names(g));
+    EXPECT_EQ(output_names(g2), output_names(g));
+
+    // Graph-level facts of the written model agree with the original file.
+    const auto orig = load_proto(p);
+    const auto out = parse(m.model_bytes);
+    ASSERT_EQ(out.opset_import_size(), orig.opset_import_size());
+    for (int i = 0; i < orig.opset_import_size(); ++i) {
+      EXPECT_EQ(out.opset_import(i).domain(), orig.opset_import(i).domain());
+      EXPECT_EQ(out.opset_import(i).version(), orig.opset_import(i).version());
+    }
+    EXPECT_EQ(out.producer_name(), orig.producer_name());
+    ASSERT_EQ(out.graph().output_size(), orig.graph().output_size());
+    for (int i = 0; i < orig.graph().output_size(); ++i) EXPECT_EQ(out.graph().output(i).name(), orig.graph().output(i).name());
+    std::vector<std::string> ins;
+    for (const auto& vi : out.graph().input()) ins.push_back(vi.name());
+    EXPECT_EQ(ins, input_names(g));
+  }
+}
+
+TEST(RoundTrip, UnchangedNodesKeepTheirTensorAndNodeNames) {
+  for (const char* file : {"tiny_cnn.onnx", "tiny_attention.onnx"}) {
+    SCOPED_TRACE(file);
+    const auto orig = load_proto(kData / file);
+    const auto out = parse(export_ok(import_ok(kData / file, import_options())).model_bytes);
+    std::set<std::string> out_tensors, out_nodes;
+    for (const auto& n : out.graph().node()) {
+      out_nodes.insert(n.name());
+      for (const auto& o : n.output()) out_tensors.insert(o);
+    }
+    for (const auto& n : orig.graph().node()) {
+      EXPECT_TRUE(out_nodes.count(n.name())) << "node " << n.name() << " (" << n.op_type() << ") lost its name";
+      for (const auto& o : n.output()) EXPECT_TRUE(out_tensors.count(o)) << "tensor " << o << " lost its name";
+    }
+    // Initializers keep their names too.
+    std::set<std::string> inits;
+    for (const auto& t : out.graph().initializer()) inits.insert(t.name());
+    for (const auto& t : orig.graph().initializer())
+      if (t.dims_size() > 1) EXPECT_TRUE(inits.count(t.name())) << "initializer " << t.name();
+  }
+}
+
+TEST(RoundTrip, OpaqueOpsKeepTypeAndAttributes) {
+  Graph g = import_ok(kData / "opaque_op.onnx", import_options());
+  auto m = export_ok(g);
+  const auto out = parse(m.model_bytes);
+  auto ops = op_types(out);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "HardSwish"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "PRelu"), 1);
+  Graph g2 = reimport(m);
+  EXPECT_TRUE(structurally_equal(g, g2));
+  EXPECT_EQ(g.hash(), g2.hash());
+}
+
+TEST(RoundTrip, OpaqueAttributesSurvive) {
+  // HardSigmoid and LeakyRelu are not modelled; their attributes must come back verbatim.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("attr-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  value_info(g->add_input(), "x", {2, 3});
+  value_info(g->add_output(), "y", {2, 3});
+  auto* hs = g->add_node();
+  hs->set_op_type("HardSigmoid");
+  hs->set_name("hs");
+  hs->add_input("x");
+  hs->add_output("h");
+  add_attr_float(hs, "alpha", 0.3f);
+  add_attr_float(hs, "beta", 0.6f);
+  auto* lr = g->add_node();
+  lr->set_op_type("LeakyRelu");
+  lr->set_name("lr");
+  lr->add_input("h");
+  lr->add_output("y");
+  add_attr_float(lr, "alpha", 0.01f);
+
+  auto imported = onnxio::import_model(m.SerializeAsString(), "attr-model", ".", import_options());
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  EXPECT_EQ(count_kind(*imported, OpKind::kOpaque), 2u);
+  auto exported = export_ok(*imported);
+  const auto out = parse(exported.model_bytes);
+  int seen = 0;
+  for (const auto& n : out.graph().node()) {
+    if (n.op_type() == "HardSigmoid") {
+      ++seen;
+      EXPECT_EQ(n.name(), "hs");
+      ASSERT_EQ(n.attribute_size(), 2);
+      for (const auto& a : n.attribute()) EXPECT_FLOAT_EQ(a.f(), a.name() == "alpha" ? 0.3f : 0.6f) << a.name();
+    }
+    if (n.op_type() == "LeakyRelu") {
+      ++seen;
+      ASSERT_EQ(n.attribute_size(), 1);
+      EXPECT_EQ(n.attribute(0).name(), "alpha");
+      EXPECT_FLOAT_EQ(n.attribute(0).f(), 0.01f);
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  Graph again = reimport(exported);
+  EXPECT_TRUE(structurally_equal(*imported, again));
+}
+
+TEST(RoundTrip, FusedActivationExportsAsConvThenActivation) {
+  ModelMeta meta;
+  meta.opsets = {{"", 13}};
+  GraphBuilder b(meta);
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto w = b.weight("w", random_tensor({4, 3, 3, 3}, 1));
+  ConvParams p;
+  p.strides = {1, 1};
+  p.pads = {1, 1, 1, 1};
+  p.dilations = {1, 1};
+  p.act = Activation::kRelu;
+  b.output(b.op(OpKind::kConv, {x, w, b.weight("bias", random_tensor({4}, 2))}, p, "conv"), "y");
+  const Graph g = b.graph();
+
+  auto m = export_ok(g);
+  const auto out = parse(m.model_bytes);
+  EXPECT_EQ(op_types(out), (std::vector<std::string>{"Conv", "Relu"}));
+  ASSERT_EQ(out.graph().node_size(), 2);
+  EXPECT_EQ(out.graph().node(1).input(0), out.graph().node(0).output(0));
+  EXPECT_EQ(out.graph().node(1).output(0), "y");
+
+  Graph g2 = reimport(m);
+  ASSERT_EQ(count_kind(g2, OpKind::kConv), 1u);
+  ASSERT_EQ(count_kind(g2, OpKind::kRelu), 1u);
+  for (const auto& n : g2.nodes())
+    if (n.kind == OpKind::kConv) EXPECT_EQ(std::get<ConvParams>(n.params).act, Activation::kNone);
+  expect_numerically_equal(g, g2, 1e-6);
+}
+
+TEST(RoundTrip, OutputsThatAreInputsOrWeightsExportValid) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 3}});
+  auto w = b.weight("w", random_tensor({2, 3}, 3));
+  auto r = b.relu(x);
+  b.output(x, "passthrough");
+  b.output(w, "weights");
+  b.output(r, "relu");
+  b.output(r, "relu_again");  // one value under two names
+  const Graph g = b.graph();
+  auto m = export_ok(g);  // runs onnx::checker
+  const auto out = parse(m.model_bytes);
+  auto ops = op_types(out);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Identity"), 3);
+  std::vector<std::string> outs;
+  for (const auto& o : out.graph().output()) outs.push_back(o.name());
+  EXPECT_EQ(outs, (std::vector<std::string>{"passthrough", "weights", "relu", "relu_again"}));
+  Graph g2 = reimport(m);
+  EXPECT_TRUE(structurally_equal(g, g2));
+  EXPECT_EQ(output_names(g2), output_names(g));
+  expect_numerically_equal(g, g2, 0.0);
+}
+
+TEST(RoundTrip, LayerNormAtOpset13And17) {
+  auto build = [](int64_t opset) {
+    ModelMeta meta;
+    meta.opsets = {{"", opset}};
+    GraphBuilder b(meta);
+    auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
+    auto ln = b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({8}, 4)), b.weight("beta", random_tensor({8}, 5))},
+                   NormParams{2, static_cast<double>(1e-5f)});  // ONNX stores epsilon as float
+    b.output(ln, "y");
+    return std::move(b).build();
+  };
+  const Graph g13 = build(13), g17 = build(17);
+  auto m13 = export_ok(g13), m17 = export_ok(g17);
+  auto ops13 = op_types(parse(m13.model_bytes)), ops17 = op_types(parse(m17.model_bytes));
+  EXPECT_EQ(std::count(ops13.begin(), ops13.end(), "LayerNormalization"), 0);
+  EXPECT_EQ(std::count(ops13.begin(), ops13.end(), "ReduceMean"), 2);
+  EXPECT_EQ(ops17, (std::vector<std::string>{"LayerNormalization"}));
+  Graph r13 = reimport(m13), r17 = reimport(m17);
+  EXPECT_EQ(count_kind(r13, OpKind::kLayerNorm), 0u);
+  EXPECT_TRUE(structurally_equal(g17, r17));
+  expect_numerically_equal(g13, r13);
+  expect_numerically_equal(g17, r17, 1e-6);
+  expect_numerically_equal(r13, r17);
+}
+
+TEST(RoundTrip, LayerNormWithoutBiasAtOpset13) {
+  ModelMeta meta;
+  meta.opsets = {{"", 13}};
+  GraphBuilder b(meta);
+  auto x = b.input("x", {DType::kFloat32, {4, 6}});
+  b.output(b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({6}, 4))}, NormParams{1, 1e-3}), "y");
+  const Graph g = b.graph();
+  expect_numerically_equal(g, reimport(export_ok(g)));
+}
+
+TEST(RoundTrip, ModelledOpsRoundTripAtOldAndNewOpsets) {
+  // Ops whose ONNX form changed between opsets (attributes became inputs).
+  for (int64_t opset : {11, 13, 18}) {
+    SCOPED_TRACE(opset);
+    ModelMeta meta;
+    meta.opsets = {{"", opset}};
+    GraphBuilder b(meta);
+    auto x = b.input("x", {DType::kFloat32, {2, 6, 4}});
+    auto parts = b.ops(OpKind::kSplit, {x}, SplitParams{1, {2, 4}});
+    auto sq = b.op(OpKind::kUnsqueeze, {parts[0]}, AxesParams{{0}});
+    auto rm = b.op(OpKind::kReduceMean, {parts[1]}, AxesParams{{2}, false});
+    auto sl = b.op(OpKind::kSlice, {x}, SliceParams{{5}, {-1}, {1}, {-2}});
+    auto pd = b.op(OpKind::kPad, {sl}, PadParams{{0, 1, 0, 0, 0, 2}, PadMode::kConstant, 1.5});
+    auto cl = b.op(OpKind::kClip, {pd}, ClipParams{-0.5, 0.5});
+    b.output(b.op(OpKind::kSqueeze, {sq}, AxesParams{{0}}), "squeezed");
+    b.output(rm, "mean");
+    b.output(cl, "clipped");
+    const Graph g = b.graph();
+    Graph g2 = reimport(export_ok(g));
+    EXPECT_TRUE(structurally_equal(g, g2));
+    expect_numerically_equal(g, g2, 0.0);
+  }
+}
+
+// ---- files ----
+
+TEST(WriteModelFile, WritesAReadableModel) {
+  TempDir dir;
+  Graph g = import_ok(kData / "tiny_residual.onnx", import_options());
+  const auto path = dir.path() / "out.onnx";
+  auto st = onnxio::write_model_file(g, path.string(), export_options());
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.onnx"}));
+  Graph g2 = import_ok(path, import_options());
+  EXPECT_TRUE(structurally_equal(g, g2));
+}
+
+TEST(WriteModelFile, FailedCheckLeavesNothingBehind) {
+  TempDir dir;
+  Graph g = import_ok(kData / "tiny_cnn.onnx", import_options());
+  const auto path = dir.path() / "out.onnx";
+  bool called = false;
+  auto st = onnxio::write_model_file(g, path.string(), export_options(), {}, [&](const std::string& tmp) -> Status {
+    called = true;
+    // The callback sees the complete file, in the target directory, before it lands.
+    EXPECT_EQ(fs::path(tmp).parent_path(), dir.path());
+    EXPECT_NE(fs::path(tmp).filename(), "out.onnx");
+    auto written = onnxio::import_model_file(tmp, import_options());
+    EXPECT_TRUE(written.ok());
+    if (written.ok()) EXPECT_TRUE(structurally_equal(g, *written));
+    return Error{ErrorCode::kVerificationFailed, "rejected by the test"};
+  });
+  EXPECT_TRUE(called);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kVerificationFailed);
+  EXPECT_EQ(st.error().message, "rejected by the test");
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(dir.entries().empty()) << "left behind: " << dir.entries().front();
+}
+
+TEST(WriteModelFile, FailedCheckKeepsAnExistingFile) {
+  TempDir dir;
+  const auto path = dir.path() / "out.onnx";
+  { std::ofstream(path) << "previous"; }
+  Graph g = import_ok(kData / "tiny_cnn.onnx", import_options());
+  auto st = onnxio::write_model_file(g, path.string(), export_options(), {},
+                                     [](const std::string&) -> Status { return Error::internal("no"); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(slurp(path), "previous");
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"out.onnx"}));
+}
+
+TEST(WriteModelFile, RefusesToOverwriteTheProtectedInput) {
+  TempDir dir;
+  const auto in = dir.path() / "in.onnx";
+  fs::copy_file(kData / "tiny_cnn.onnx", in);
+  const std::string before = slurp(in);
+  Graph g = import_ok(in, import_options());
+  auto st = onnxio::write_model_file(g, in.string(), export_options(), in.string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, ErrorCode::kUsage);
+  // Another spelling of the same path is recognised too.
+  const auto other_spelling = dir.path() / "." / "in.onnx";
+  auto st2 = onnxio::write_model_file(g, other_spelling.string(), export_options(), in.string());
+  ASSERT_FALSE(st2.ok());
+  EXPECT_EQ(st2.error().code, ErrorCode::kUsage);
+  EXPECT_EQ(slurp(in), before);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"in.onnx"}));
+  // A different output next to it is fine.
+  auto ok = onnxio::write_model_file(g, (dir.path() / "out.onnx").string(), export_options(), in.string());
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+}
+
+TEST(WriteModelFile, UnwritableDirectoryIsAnError) {
+  Graph g = import_ok(kData / "tiny_cnn.onnx", import_options());
+  auto st = onnxio::write_model_file(g, "/nonexistent_dir_for_rlflow/out.onnx", export_options());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("/nonexistent_dir_for_rlflow"), std::string::npos) << st.error().message;
+}
+
+TEST(WriteModelFile, ExternalDataAboveTheThreshold) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 64}});
+  auto w1 = b.weight("w1", random_tensor({64, 64}, 1));  // 16 KiB
+  auto w2 = b.weight("w2", random_tensor({64, 8}, 2));   // 2 KiB
+  auto small = b.weight("bias", random_tensor({8}, 3));  // stays inline
+  b.output(b.add(b.matmul(b.relu(b.matmul(x, w1)), w2), small), "y");
+  const Graph g = b.graph();
+
+  auto opts = export_options();
+  opts.external_data_threshold = 1024;
+  auto m = export_ok(g, opts, "/somewhere/big.onnx");
+  EXPECT_EQ(m.external_name, "big.onnx.data");
+  EXPECT_EQ(m.external_data.size(), (64u * 64u + 64u * 8u) * 4u);
+
+  TempDir dir;
+  const auto path = dir.path() / "big.onnx";
+  auto st = onnxio::write_model_file(g, path.string(), opts);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"big.onnx", "big.onnx.data"}));
+  EXPECT_LT(fs::file_size(path), 4096u);
+  const auto proto = load_proto(path);
+  int external = 0;
+  for (const auto& t : proto.graph().initializer()) external += t.data_location() == onnx::TensorProto::EXTERNAL;
+  EXPECT_EQ(external, 2);
+  Graph g2 = import_ok(path, import_options());
+  EXPECT_TRUE(structurally_equal(g, g2));
+  EXPECT_EQ(g.hash(), g2.hash());
+
+  // Below the threshold everything stays inline.
+  TempDir dir2;
+  auto st2 = onnxio::write_model_file(g, (dir2.path() / "big.onnx").string(), export_options());
+  ASSERT_TRUE(st2.ok());
+  EXPECT_EQ(dir2.entries(), (std::vector<std::string>{"big.onnx"}));
+}
+
+TEST(WriteModelFile, ExternalDataRemovedWhenTheCheckFails) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 64}});
+  b.output(b.matmul(x, b.weight("w", random_tensor({64, 64}, 1))), "y");
+  auto opts = export_options();
+  opts.external_data_threshold = 1024;
+  TempDir dir;
+  auto st = onnxio::write_model_file(b.graph(), (dir.path() / "m.onnx").string(), opts, {},
+                                     [](const std::string&) -> Status { return Error::internal("no"); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+TEST(ReadTensorFile, ReadsATensorProto) {
+  TempDir dir;
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(2);
+  t.add_dims(2);
+  for (float v : {1.0f, -2.0f, 3.5f, 0.0f}) t.add_float_data(v);
+  const auto path = dir.path() / "t.pb";
+  { std::ofstream(path, std::ios::binary) << t.SerializeAsString(); }
+  auto r = onnxio::read_tensor_file(path.string());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->type(), (TensorType{DType::kFloat32, {2, 2}}));
+  EXPECT_EQ((*r)->as_double(), (std::vector<double>{1, -2, 3.5, 0}));
+
+  auto missing = onnxio::read_tensor_file((dir.path() / "nope.pb").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kBadInput);
+}

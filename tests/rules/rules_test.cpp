@@ -1,0 +1,323 @@
+#include <gtest/gtest.h>
+
+#include "rlflow/exec/compare.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/rules/library_io.h"
+#include "rlflow/rules/match.h"
+#include "rlflow/rules/verify.h"
+
+using namespace rlflow;
+using namespace rlflow::ir;
+using rlflow::rules::Match;
+
+namespace {
+
+const rules::RuleLibrary& library() {
+  static rules::RuleLibrary lib = [] {
+    auto l = rules::load_library(RLFLOW_SOURCE_DIR "/configs/rules/default.json");
+    if (!l) throw std::runtime_error(l.error().message);
+    return std::move(*l);
+  }();
+  return lib;
+}
+
+const rules::Rule& rule(const std::string& name) {
+  auto* r = library().find(name);
+  if (!r) throw std::runtime_error("no rule " + name);
+  return *r;
+}
+
+void expect_equivalent(const Graph& a, const Graph& b) {
+  exec::CompareOptions o;
+  o.compute = DType::kFloat64;
+  o.atol = 1e-9;
+  o.rtol = 1e-9;
+  o.trials = 2;
+  auto c = exec::compare_graphs(a, b, o);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->ok) << c->message;
+}
+
+int count(const Graph& g, OpKind k) {
+  int n = 0;
+  for (const auto& nd : g.nodes()) n += nd.kind == k;
+  return n;
+}
+
+}  // namespace
+
+TEST(RuleLibrary, ShippedFileLoadsAndIsIndexedByRoot) {
+  const auto& lib = library();
+  EXPECT_GE(lib.rules.size(), 15u);
+  bool found = false;
+  for (int i : lib.by_root[static_cast<size_t>(OpKind::kRelu)]) found = found || lib.rules[static_cast<size_t>(i)].name == "conv_relu_fuse";
+  EXPECT_TRUE(found);
+}
+
+TEST(RuleLibrary, RoundTripsThroughJson) {
+  auto again = rules::parse_library(rules::dump_library(library()), "dump");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(rules::dump_library(*again), rules::dump_library(library()));
+}
+
+TEST(RuleLibrary, RejectsTargetVariableTheSourceNeverBinds) {
+  const char* text = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "bad_rule", "source": [{"id": "r", "op": "Relu", "inputs": ["x"]}],
+     "target": [{"id": "t", "op": "Add", "inputs": ["x", "y"]}], "outputs": {"r": "t"}}]})";
+  auto lib = rules::parse_library(text, "test");
+  ASSERT_FALSE(lib.ok());
+  EXPECT_NE(lib.error().message.find("bad_rule"), std::string::npos) << lib.error().message;
+  EXPECT_NE(lib.error().message.find("'y'"), std::string::npos) << lib.error().message;
+}
+
+TEST(RuleLibrary, RejectsUnboundParameterAndUnknownField) {
+  const char* unbound = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "p", "source": [{"id": "t", "op": "Transpose", "inputs": ["x"]}],
+     "target": [{"id": "u", "op": "Transpose", "inputs": ["x"], "params": {"perm": "$q"}}], "outputs": {"t": "u"}}]})";
+  auto a = rules::parse_library(unbound, "test");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("$q"), std::string::npos);
+  const char* field = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "f", "source": [{"id": "r", "op": "Relu", "inputs": ["x"], "params": {"axis": 1}}],
+     "target": [], "outputs": {"r": "x"}}]})";
+  EXPECT_FALSE(rules::parse_library(field, "test").ok());
+  EXPECT_FALSE(rules::parse_library("{}", "test").ok());
+  EXPECT_FALSE(rules::parse_library("not json", "test").ok());
+}
+
+TEST(Rules, ConvReluFuse) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto w = b.weight("w", random_tensor({4, 3, 3, 3}, 1));
+  auto y = b.relu(b.conv(x, w, {1, 1}, {1, 1, 1, 1}));
+  b.output(y, "y");
+  Graph g = b.build();
+  const auto& r = rule("conv_relu_fuse");
+  auto ms = rules::find_matches(g, r);
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(g, r, ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(count(*g2, OpKind::kRelu), 0);
+  ASSERT_EQ(count(*g2, OpKind::kConv), 1);
+  for (const auto& n : g2->nodes())
+    if (n.kind == OpKind::kConv) EXPECT_EQ(std::get<ConvParams>(n.params).act, Activation::kRelu);
+  EXPECT_TRUE(validate(*g2).ok());
+  expect_equivalent(g, *g2);
+  // Already fused: the rule no longer applies.
+  EXPECT_TRUE(rules::find_matches(*g2, r).empty());
+}
+
+TEST(Rules, ConvBatchNormFold) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 5, 5}});
+  auto w = b.weight("w", random_tensor({4, 3, 3, 3}, 2));
+  auto c = b.conv(x, w, {1, 1}, {1, 1, 1, 1});
+  std::vector<float> var = {0.5f, 1.0f, 2.0f, 0.25f};
+  auto bn = b.op(OpKind::kBatchNorm,
+                 {c, b.weight("s", random_tensor({4}, 3)), b.weight("bb", random_tensor({4}, 4)), b.weight("m", random_tensor({4}, 5)),
+                  b.weight("v", Tensor::from_vector(DType::kFloat32, {4}, var))},
+                 NormParams{1, 1e-3});
+  b.output(bn, "y");
+  Graph g = b.build();
+  const auto& r = rule("conv_batchnorm_fold");
+  auto ms = rules::find_matches(g, r);
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(g, r, ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(count(*g2, OpKind::kBatchNorm), 0);
+  EXPECT_EQ(count(*g2, OpKind::kConv), 1);
+  expect_equivalent(g, *g2);
+}
+
+TEST(Rules, MergeParallelConvsIsSymmetricAndExact) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto c1 = b.conv(x, b.weight("w1", random_tensor({4, 3, 3, 3}, 6)), {1, 1}, {1, 1, 1, 1}, Activation::kRelu);
+  auto c2 = b.conv(x, b.weight("w2", random_tensor({2, 3, 3, 3}, 7)), {1, 1}, {1, 1, 1, 1}, Activation::kRelu);
+  b.output(b.op(OpKind::kConcat, {c1, c2}, AxisParams{1}), "y");
+  Graph g = b.build();
+  const auto& r = rule("merge_parallel_conv");
+  auto ms = rules::find_matches(g, r);
+  ASSERT_EQ(ms.size(), 1u) << "symmetric pair must match once";
+  auto g2 = rules::apply(g, r, ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(count(*g2, OpKind::kConv), 1);
+  EXPECT_EQ(count(*g2, OpKind::kSplit), 1);
+  expect_equivalent(g, *g2);
+}
+
+TEST(Rules, MergeParallelConvsRejectsDifferentParameters) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto c1 = b.conv(x, b.weight("w1", random_tensor({4, 3, 3, 3}, 6)), {1, 1}, {1, 1, 1, 1});
+  auto c2 = b.conv(x, b.weight("w2", random_tensor({2, 3, 3, 3}, 7)), {2, 2}, {1, 1, 1, 1});
+  b.output(c1, "a");
+  b.output(c2, "b");
+  EXPECT_TRUE(rules::find_matches(b.graph(), rule("merge_parallel_conv")).empty());
+}
+
+TEST(Rules, EnlargeThenMerge) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto c1 = b.conv(x, b.weight("w1", random_tensor({4, 3, 1, 1}, 8)), {1, 1}, {0, 0, 0, 0});
+  auto c2 = b.conv(x, b.weight("w2", random_tensor({2, 3, 3, 3}, 9)), {1, 1}, {1, 1, 1, 1});
+  b.output(b.add(c1, b.op(OpKind::kConcat, {c2, c2}, AxisParams{1})), "y");
+  Graph g = b.build();
+  auto ms = rules::find_matches(g, rule("enlarge_merge_conv"));
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(g, rule("enlarge_merge_conv"), ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(count(*g2, OpKind::kEnlarge), 1);
+  expect_equivalent(g, *g2);
+}
+
+TEST(Rules, MergeMatMulsThenBiasAdds) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 5, 8}});
+  auto m1 = b.matmul(x, b.weight("w1", random_tensor({8, 4}, 10)));
+  auto m2 = b.matmul(x, b.weight("w2", random_tensor({8, 6}, 11)));
+  auto a1 = b.add(b.weight("b1", random_tensor({4}, 12)), m1);  // bias first, as torch exports it
+  auto a2 = b.add(m2, b.weight("b2", random_tensor({6}, 13)));
+  b.output(a1, "q");
+  b.output(a2, "k");
+  Graph g = b.build();
+  auto ms = rules::find_matches(g, rule("merge_parallel_matmul"));
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(g, rule("merge_parallel_matmul"), ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  expect_equivalent(g, *g2);
+  auto ms2 = rules::find_matches(*g2, rule("merge_split_bias_add"));
+  ASSERT_EQ(ms2.size(), 1u) << "Add in either operand order must match";
+  auto g3 = rules::apply(*g2, rule("merge_split_bias_add"), ms2[0]);
+  ASSERT_TRUE(g3.ok()) << g3.error().message;
+  EXPECT_EQ(count(*g3, OpKind::kMatMul), 1);
+  EXPECT_EQ(count(*g3, OpKind::kAdd), 1);
+  expect_equivalent(g, *g3);
+}
+
+TEST(Rules, TransposePairCollapsesToIdentityAndIsRemoved) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 3, 4}});
+  auto t1 = b.op(OpKind::kTranspose, {x}, TransposeParams{{0, 2, 1}});
+  auto t2 = b.op(OpKind::kTranspose, {t1}, TransposeParams{{0, 2, 1}});
+  b.output(b.relu(t2), "y");
+  Graph g = b.build();
+  auto ms = rules::find_matches(g, rule("transpose_transpose_fuse"));
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(g, rule("transpose_transpose_fuse"), ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  auto ms2 = rules::find_matches(*g2, rule("transpose_identity_remove"));
+  ASSERT_EQ(ms2.size(), 1u);
+  auto g3 = rules::apply(*g2, rule("transpose_identity_remove"), ms2[0]);
+  ASSERT_TRUE(g3.ok()) << g3.error().message;
+  EXPECT_EQ(count(*g3, OpKind::kTranspose), 0);
+  expect_equivalent(g, *g3);
+}
+
+TEST(Matcher, RejectsEscapingInteriorValue) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto c = b.conv(x, b.weight("w", random_tensor({4, 3, 1, 1}, 1)), {1, 1}, {0, 0, 0, 0});
+  b.output(b.relu(c), "y");
+  b.output(b.op(OpKind::kSigmoid, {c}), "z");  // the conv's output is also used elsewhere
+  Graph g = b.build();
+  const auto& r = rule("conv_relu_fuse");
+  EXPECT_TRUE(rules::find_matches(g, r).empty());
+  // A hand-made match is rejected by apply with a reason.
+  Match m{r.name, {2, 3}};
+  auto res = rules::apply(g, r, m);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("outside the match"), std::string::npos) << res.error().message;
+}
+
+TEST(Matcher, RejectsMatchThatWouldFormACycle) {
+  // c2 reads c1's output through a Relu: merging c1 and c2 would make the merged conv read itself.
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+  auto c1 = b.conv(x, b.weight("w1", random_tensor({3, 3, 1, 1}, 1)), {1, 1}, {0, 0, 0, 0});
+  auto r1 = b.relu(c1);
+  auto x2 = b.add(x, r1);
+  auto c2 = b.conv(x2, b.weight("w2", random_tensor({3, 3, 1, 1}, 2)), {1, 1}, {0, 0, 0, 0});
+  b.output(c2, "y");
+  Graph g = b.build();
+  // The pattern needs a shared input, so build a rule whose source nodes are c1 and c2 directly.
+  rules::Rule r;
+  r.name = "merge_any_two_relus_test";
+  r.source.nodes = {{"a", OpKind::kRelu, {"p"}, {}, {}}, {"b", OpKind::kSigmoid, {"q"}, {}, {}}};
+  r.target.nodes = {{"t", OpKind::kAdd, {"p", "q"}, {}, {}}, {"u", OpKind::kRelu, {"t"}, {}, {}}, {"v", OpKind::kSigmoid, {"t"}, {}, {}}};
+  r.outputs = {{"a", "u"}, {"b", "v"}};
+  GraphBuilder b2;
+  auto in = b2.input("x", {DType::kFloat32, {4}});
+  auto ra = b2.relu(in);
+  auto mid = b2.op(OpKind::kTanh, {ra});
+  auto sb = b2.op(OpKind::kSigmoid, {mid});
+  b2.output(sb, "y");
+  Graph g2 = b2.build();
+  Match m{r.name, {1, 3}};
+  auto res = rules::apply(g2, r, m);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("cycle"), std::string::npos) << res.error().message;
+  EXPECT_TRUE(rules::find_matches(g2, r).empty());
+  (void)g;
+}
+
+TEST(Matcher, RejectsShapeConflict) {
+  // A rule that claims Relu(x) == x + y for any y: its target has another shape when y broadcasts.
+  rules::Rule r;
+  r.name = "shape_conflict_test";
+  r.source.nodes = {{"a", OpKind::kAdd, {"x", "y"}, {}, {}}};
+  r.target.nodes = {{"t", OpKind::kRelu, {"x"}, {}, {}}};
+  r.outputs = {{"a", "t"}};
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {4, 1}});
+  auto y = b.input("y", {DType::kFloat32, {1, 3}});
+  b.output(b.add(x, y), "z");
+  Graph g = b.build();
+  auto ms = rules::find_matches(g, r);
+  ASSERT_EQ(ms.size(), 1u);
+  auto res = rules::apply(g, r, ms[0]);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("shape conflict"), std::string::npos) << res.error().message;
+}
+
+TEST(Matcher, ReplayedMatchChecksTheGraph) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {4}});
+  b.output(b.op(OpKind::kSigmoid, {b.relu(x)}), "y");
+  Graph g = b.build();
+  Match wrong{"relu_relu_fuse", {1, 2}};  // node 2 is a Sigmoid
+  EXPECT_FALSE(rules::check_match(g, rule("relu_relu_fuse"), wrong).ok());
+  Match out_of_range{"relu_relu_fuse", {1, 99}};
+  EXPECT_FALSE(rules::check_match(g, rule("relu_relu_fuse"), out_of_range).ok());
+}
+
+TEST(Matcher, LocationsAreCappedAndOrdered) {
+  GraphBuilder b;
+  auto v = b.input("x", {DType::kFloat32, {4}});
+  for (int i = 0; i < 30; ++i) v = b.relu(v);
+  b.output(v, "y");
+  rules::MatchOptions o;
+  o.max_matches = 10;
+  auto ms = rules::find_matches(b.graph(), rule("relu_relu_fuse"), o);
+  ASSERT_EQ(ms.size(), 10u);
+  for (size_t i = 1; i < ms.size(); ++i) EXPECT_LT(ms[i - 1].nodes.back(), ms[i].nodes.back());
+  EXPECT_EQ(ms, rules::find_matches(b.graph(), rule("relu_relu_fuse"), o));  // deterministic
+}
+
+TEST(Verifier, EveryShippedRuleVerifiesNumerically) {
+  for (const auto& r : library().rules) {
+    auto rc = rules::verify_numerically(r);
+    EXPECT_TRUE(rc.ok) << r.name << ": " << rc.message;
+  }
+}
+
+TEST(Verifier, AWrongRuleIsCaught) {
+  auto text = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "wrong_sigmoid_is_tanh", "source": [{"id": "s", "op": "Sigmoid", "inputs": ["x"]}],
+     "target": [{"id": "t", "op": "Tanh", "inputs": ["x"]}], "outputs": {"s": "t"},
+     "instances": [{"shapes": {"x": [3]}}, {"shapes": {"x": [2, 2]}}, {"shapes": {"x": [5]}}]}]})";
+  auto lib = rules::parse_library(text, "test");
+  ASSERT_TRUE(lib.ok()) << lib.error().message;
+  auto rc = rules::verify_numerically(lib->rules[0]);
+  EXPECT_FALSE(rc.ok);
+}
