@@ -1,6 +1,9 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/onnx_pb.h>
+#include <unistd.h>
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +12,8 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <cerrno>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "proto_io.h"
@@ -27,9 +32,15 @@ namespace {
 // Highest default-domain opset the linked ONNX library can check.
 int64_t max_known_opset() { return onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second; }
 
+// Weights written after the rest of the model (streamed) instead of being copied into it.
+using BulkList = std::vector<std::pair<std::string, ir::TensorPtr>>;
+constexpr size_t kBulkBytes = 1024;  // float weights only: shape-like integer tensors stay inline
+
 class Exporter {
  public:
-  Exporter(const ir::Graph& g, onnx::ModelProto* m) : g_(g), m_(m), gp_(m->mutable_graph()) {}
+  // With `bulk`, large weights become header-only initializers (name, type, dims, empty data) and
+  // are listed in *bulk for the caller to stream; small ones stay inline.
+  Exporter(const ir::Graph& g, onnx::ModelProto* m, BulkList* bulk = nullptr) : g_(g), m_(m), gp_(m->mutable_graph()), bulk_(bulk) {}
   Status run();
 
  private:
@@ -83,6 +94,7 @@ class Exporter {
   const ir::Graph& g_;
   onnx::ModelProto* m_;
   onnx::GraphProto* gp_;
+  BulkList* bulk_;
   std::unordered_set<std::string> used_;        // tensor names
   std::unordered_set<std::string> used_nodes_;  // node names
   std::vector<std::vector<std::string>> names_;
@@ -158,6 +170,17 @@ Status Exporter::emit(NodeId id) {
       value_info(gp_->add_input(), out, n.outputs[0]);
       return {};
     case OpKind::kWeight:
+      if (bulk_ && ir::is_float(n.value->dtype()) && n.value->nbytes() >= kBulkBytes) {
+        auto* t = gp_->add_initializer();
+        t->set_name(out);
+        t->set_data_type(dtype_to_onnx(n.value->dtype()));
+        for (auto d : n.value->shape()) t->add_dims(d);
+        // A one-byte placeholder until the weights are streamed: the checker wants a value field,
+        // and reads the contents of no tensor this large.
+        t->set_raw_data(std::string(1, '\0'));
+        bulk_->emplace_back(out, n.value);
+        return {};
+      }
       tensor_to_proto(*n.value, out, gp_->add_initializer());
       return {};
     case OpKind::kConstant:
@@ -445,9 +468,8 @@ Status check_model(onnx::ModelProto& m) {
 
 namespace {
 
-// The ModelProto for a graph; large weights move to `external` when they would break protobuf's limit.
-Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std::string& path_hint, onnx::ModelProto* m,
-                   std::string* external, std::string* external_name) {
+// The ModelProto for a graph. With `bulk`, large weights are left out of it (see Exporter).
+Status build_model(const ir::Graph& graph, const ExportOptions& opts, onnx::ModelProto* m, BulkList* bulk) {
   ir::Graph g = graph;
   if (opts.evaluator) {
     auto folded = ir::fold_constants(g, *opts.evaluator);
@@ -456,30 +478,71 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std:
   } else {
     g = ir::remove_dead_nodes(g);
   }
-  Exporter ex(g, m);
+  Exporter ex(g, m, bulk);
   RLFLOW_TRY_STATUS(ex.run());
-  // Checked while the weights are still inline: the checker resolves external data relative to
-  // a model directory it does not have here, and the side file is not written yet.
   if (opts.check) RLFLOW_TRY_STATUS(check_model(*m));
-  int64_t init_bytes = 0;
-  for (const auto& t : m->graph().initializer()) init_bytes += static_cast<int64_t>(t.raw_data().size());
-  if (init_bytes > opts.external_data_threshold) {
-    *external_name = std::filesystem::path(path_hint).filename().string() + ".data";
-    for (auto& t : *m->mutable_graph()->mutable_initializer()) {
-      if (t.raw_data().size() < 1024) continue;
-      const auto offset = external->size(), length = t.raw_data().size();
-      external->append(t.raw_data());
-      t.clear_raw_data();
-      t.set_data_location(onnx::TensorProto::EXTERNAL);
-      for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", *external_name},
-                                 {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
-        auto* kv = t.add_external_data();
-        kv->set_key(k);
-        kv->set_value(v);
-      }
-    }
-  }
   return {};
+}
+
+void add_external_ref(onnx::TensorProto* t, const std::string& location, size_t offset, size_t length) {
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : {std::pair<std::string, std::string>{"location", location}, {"offset", std::to_string(offset)},
+                             {"length", std::to_string(length)}}) {
+    auto* kv = t->add_external_data();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+}
+
+// Writes the model with its large weights streamed one at a time after the rest of the graph,
+// so peak memory is the graph plus one tensor rather than a second copy of every weight. Protobuf
+// accepts fields in any order, so GraphProto.initializer entries may follow the other fields.
+bool write_streamed(int fd, onnx::ModelProto& m, const BulkList& bulk) {
+  namespace pio = google::protobuf::io;
+  constexpr uint32_t kModelGraphTag = (7u << 3) | 2u, kGraphInitializerTag = (5u << 3) | 2u, kTensorRawDataTag = (9u << 3) | 2u;
+  onnx::GraphProto graph;
+  graph.Swap(m.mutable_graph());
+  m.clear_graph();
+  auto& inits = *graph.mutable_initializer();
+  std::unordered_map<std::string, int> bulk_index;
+  for (size_t k = 0; k < bulk.size(); ++k) bulk_index[bulk[k].first] = static_cast<int>(k);
+  // Header-only copies of the bulk initializers, removed from the graph body.
+  std::vector<onnx::TensorProto> headers(bulk.size());
+  for (int i = inits.size() - 1; i >= 0; --i) {
+    auto it = bulk_index.find(inits[i].name());
+    if (it == bulk_index.end()) continue;
+    headers[static_cast<size_t>(it->second)] = inits[i];
+    headers[static_cast<size_t>(it->second)].clear_raw_data();
+    inits.DeleteSubrange(i, 1);
+  }
+  std::vector<size_t> sizes(bulk.size());
+  size_t graph_len = graph.ByteSizeLong();
+  for (size_t k = 0; k < bulk.size(); ++k) {
+    const size_t n = bulk[k].second->nbytes();
+    sizes[k] = headers[k].ByteSizeLong() + pio::CodedOutputStream::VarintSize32(kTensorRawDataTag) +
+               pio::CodedOutputStream::VarintSize64(n) + n;
+    graph_len += pio::CodedOutputStream::VarintSize32(kGraphInitializerTag) + pio::CodedOutputStream::VarintSize64(sizes[k]) + sizes[k];
+  }
+  pio::FileOutputStream fos(fd);
+  {
+    pio::CodedOutputStream out(&fos);
+    if (!m.SerializeToCodedStream(&out)) return false;
+    out.WriteTag(kModelGraphTag);
+    out.WriteVarint64(graph_len);
+    if (!graph.SerializeToCodedStream(&out)) return false;
+    for (size_t k = 0; k < bulk.size(); ++k) {
+      out.WriteTag(kGraphInitializerTag);
+      out.WriteVarint64(sizes[k]);
+      if (!headers[k].SerializeToCodedStream(&out)) return false;
+      out.WriteTag(kTensorRawDataTag);
+      out.WriteVarint64(bulk[k].second->nbytes());
+      out.WriteRaw(bulk[k].second->raw(), static_cast<int>(bulk[k].second->nbytes()));
+      if (out.HadError()) return false;
+    }
+    if (out.HadError()) return false;
+  }
+  return fos.Flush();
 }
 
 }  // namespace
@@ -487,7 +550,23 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, const std:
 Expected<ExportedModel> export_model(const ir::Graph& g, const ExportOptions& opts, const std::string& path_hint) {
   onnx::ModelProto m;
   ExportedModel out;
-  RLFLOW_TRY_STATUS(build_model(g, opts, path_hint, &m, &out.external_data, &out.external_name));
+  BulkList bulk;
+  RLFLOW_TRY_STATUS(build_model(g, opts, &m, &bulk));
+  int64_t bulk_bytes = 0;
+  for (const auto& [name, t] : bulk) bulk_bytes += static_cast<int64_t>(t->nbytes());
+  const bool external = bulk_bytes > opts.external_data_threshold;
+  if (external) out.external_name = std::filesystem::path(path_hint).filename().string() + ".data";
+  std::unordered_map<std::string, ir::TensorPtr> by_name(bulk.begin(), bulk.end());
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    auto it = by_name.find(t.name());
+    if (it == by_name.end()) continue;
+    if (external) {
+      add_external_ref(&t, out.external_name, out.external_data.size(), it->second->nbytes());
+      out.external_data.append(reinterpret_cast<const char*>(it->second->raw()), it->second->nbytes());
+    } else {
+      t.set_raw_data(it->second->raw(), it->second->nbytes());
+    }
+  }
   if (!m.SerializeToString(&out.model_bytes)) return Error::internal("protobuf serialisation failed");
   return out;
 }
@@ -499,19 +578,41 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
   if (!protect.empty() && fs::exists(path, ec) && fs::equivalent(path, protect, ec))
     return Error{ErrorCode::kUsage, "refusing to overwrite the input model " + protect};
   auto m = std::make_unique<onnx::ModelProto>();
-  std::string external, external_name;
-  RLFLOW_TRY_STATUS(build_model(g, opts, path, m.get(), &external, &external_name));
+  BulkList bulk;
+  RLFLOW_TRY_STATUS(build_model(g, opts, m.get(), &bulk));
+  int64_t bulk_bytes = 0;
+  for (const auto& [name, t] : bulk) bulk_bytes += static_cast<int64_t>(t->nbytes());
   std::string data_path;
-  if (!external_name.empty()) {
-    data_path = (fs::path(path).parent_path() / external_name).string();
-    RLFLOW_TRY_STATUS(write_file_atomic(data_path, external));
-    std::string().swap(external);
+  if (bulk_bytes > opts.external_data_threshold) {
+    // Above protobuf's 2 GB limit: weights go to "<file>.data", written tensor by tensor.
+    const std::string data_name = fs::path(path).filename().string() + ".data";
+    data_path = (fs::path(path).parent_path() / data_name).string();
+    std::unordered_map<std::string, std::pair<size_t, size_t>> where;
+    RLFLOW_TRY_STATUS(write_file_atomic(data_path, [&](int fd) {
+      size_t offset = 0;
+      for (const auto& [name, t] : bulk) {
+        size_t done = 0;
+        while (done < t->nbytes()) {
+          ssize_t w = ::write(fd, reinterpret_cast<const char*>(t->raw()) + done, t->nbytes() - done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return false;
+          done += static_cast<size_t>(w);
+        }
+        where[name] = {offset, t->nbytes()};
+        offset += t->nbytes();
+      }
+      return true;
+    }));
+    for (auto& t : *m->mutable_graph()->mutable_initializer()) {
+      auto it = where.find(t.name());
+      if (it != where.end()) add_external_ref(&t, data_name, it->second.first, it->second.second);
+    }
+    bulk.clear();
   }
-  // Serialise straight into the file, then drop the message before the check re-reads it.
   auto st = write_file_atomic(
       path,
       [&](int fd) {
-        const bool ok = m->SerializeToFileDescriptor(fd);
+        const bool ok = write_streamed(fd, *m, bulk);
         m.reset();
         return ok;
       },
