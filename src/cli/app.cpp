@@ -46,7 +46,20 @@ int run(int argc, char** argv) {
   c_opt->alias("optimize");
   c_opt->add_option("model", opt.model, "ONNX model")->required();
   c_opt->add_option("-o,--output", opt.output, "Where to write the optimised model")->required();
-  c_opt->add_option("--search", opt.search, "Search strategy")->check(CLI::IsMember({"none"}))->capture_default_str();
+  c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, or none (round trip)")
+      ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive"}))
+      ->capture_default_str();
+  c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->capture_default_str();
+  c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->capture_default_str();
+  c_opt->add_option("--time-limit", opt.time_limit_s, "Search wall-time limit in seconds (0: none)")->capture_default_str();
+  c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
+  c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, not just the default set");
+  c_opt->add_option("--cost-model", opt.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))
+      ->capture_default_str();
+  c_opt->add_flag("--deterministic", opt.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_opt->add_option("--device-profile", opt.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->capture_default_str();
@@ -73,6 +86,9 @@ int run(int argc, char** argv) {
   c_rverify->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
   c_rverify->add_option("--rule", rules.only, "Only these rules (repeatable)");
   c_rverify->add_flag("--write", rules.write, "Record each rule's status in the rule file");
+  c_rverify->add_flag("--prove", rules.prove, "Then prove each passing rule with Z3 (status: proved, or numerically verified only)");
+  c_rverify->add_option("--timeout", rules.prove_timeout, "Seconds per rule for --prove")->capture_default_str();
+  c_rverify->add_option("--dump-smt2", rules.dump_smt2, "With --prove: write each rule's SMT-LIB query into this directory");
   c_rverify->add_flag("--json", g.json, "Print one JSON document");
 
   auto* c_rbench = c_rules->add_subcommand("bench", "Match time, applications per second and a random-chain semantic check on models");
@@ -83,6 +99,45 @@ int run(int argc, char** argv) {
   c_rbench->add_option("--repeats", rules.repeats, "Timing repetitions (median)")->capture_default_str();
   c_rbench->add_option("--seed", rules.seed, "Seed of the random chains")->capture_default_str();
   c_rbench->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_rgen = c_rules->add_subcommand("generate", "Enumerate small graphs, pair equal ones into rules, verify and prune them");
+  c_rgen->add_option("--depth", rules.depth, "Ops per enumerated graph, at most")->capture_default_str();
+  c_rgen->add_option("--world", rules.worlds, "Variable worlds: conv, matmul (repeatable; default both)");
+  c_rgen->add_option("--out", rules.out, "Write the generated rules (only) to this rule file");
+  c_rgen->add_option("--merge-into", rules.merge_into, "Replace the generated rules of this rule file, keeping the others");
+  c_rgen->add_option("--rules", rules.file, "Library whose rules generated duplicates are checked against (default: the shipped one)");
+  c_rgen->add_option("--zoo", rules.zoo, "ONNX models: rules matching one of them form the default set (repeatable)");
+  c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->capture_default_str();
+  c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->capture_default_str();
+  c_rgen->add_flag("--json", g.json, "Print one JSON document");
+
+  CostCmdOptions cost;
+  auto* c_cost = app.add_subcommand("cost", "Per-op cost table and total of a model; `cost calibrate` fits a device profile");
+  c_cost->require_subcommand(0, 1);
+  c_cost->add_option("model", cost.model, "ONNX model");
+  c_cost->add_option("--cost-model", cost.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_cost->add_flag("--deterministic", cost.deterministic, "Use the analytic model (exactly reproducible)");
+  c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
+  c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph and compare with the sum of op costs");
+  c_cost->add_option("--input-shape", cost.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
+  c_cost->add_option("--cache", cost.cache, "Cost cache file (default ~/.cache/rlflow/cost-cache.json or $RLFLOW_COST_CACHE)");
+  c_cost->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
+  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8)");
+  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32)");
+  c_cost->add_flag("--json", g.json, "Print one JSON document");
+  auto* c_calib = c_cost->add_subcommand("calibrate", "Time representative ops and fit an analytic device profile to them");
+  c_calib->add_option("--cost-model", cost.cost_model, "The measuring backend: auto, cpu or cudnn")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu"}))->capture_default_str();
+  c_calib->add_option("--profile", cost.profile_out, "Write the fitted profile to this YAML file");
+  c_calib->add_option("--base", cost.base_profile, "Profile whose peaks are kept (default: cpu-2core for cpu, h100 for cudnn)");
+  c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)");
+  c_calib->add_option("--cache", cost.cache, "Cost cache file");
+  c_calib->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
+  c_calib->add_option("--warmup", cost.warmup, "Untimed runs per op");
+  c_calib->add_option("--repeats", cost.repeats, "Timed runs per op, median");
+  c_calib->add_flag("--json", g.json, "Print one JSON document");
 
   try {
     app.parse(argc, argv);
@@ -106,6 +161,9 @@ int run(int argc, char** argv) {
     if (c_rlist->parsed()) return cmd_rules_list(g, rules);
     if (c_rverify->parsed()) return cmd_rules_verify(g, rules);
     if (c_rbench->parsed()) return cmd_rules_bench(g, rules);
+    if (c_rgen->parsed()) return cmd_rules_generate(g, rules);
+    if (c_calib->parsed()) return cmd_cost_calibrate(g, cost);
+    if (c_cost->parsed()) return cmd_cost(g, cost);
     std::cerr << app.help();
     return kUsage;
   } catch (const std::bad_alloc&) {

@@ -4,12 +4,17 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include "commands.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/rules/generator.h"
 #include "rlflow/rules/library_io.h"
+#include "rlflow/rules/prover.h"
 #include "rlflow/rules/verify.h"
 
 namespace rlflow::cli {
@@ -41,8 +46,14 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
                     {"root", ir::op_name(r.root_kind())}, {"conditional", !r.conditions.empty()}});
   }
   if (g.json) {
+    json gen = nullptr;
+    if (!lib->generator.empty()) {
+      json totals = json::object();
+      for (const auto& [stage, n] : lib->generator.totals) totals[stage] = n;
+      gen = {{"depth", lib->generator.depth}, {"seconds", lib->generator.seconds}, {"command", lib->generator.command}, {"totals", totals}};
+    }
     std::cout << json{{"file", path}, {"rules", o.summary ? json::array() : rows}, {"total", lib->rules.size()},
-                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}}
+                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"generator", gen}}
                      .dump(2)
               << std::endl;
     return kOk;
@@ -60,6 +71,11 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
   first = true;
   for (const auto& [k, v] : by_status) std::printf("%s%d %s", first ? "" : ", ", v, k.c_str()), first = false;
   std::printf("; %d in the default set\n", in_default);
+  if (!lib->generator.empty()) {
+    std::printf("generator (depth %d, %.0f s%s%s):\n", lib->generator.depth, lib->generator.seconds,
+                lib->generator.command.empty() ? "" : ", ", lib->generator.command.c_str());
+    for (const auto& [stage, n] : lib->generator.totals) std::printf("  %-28s %10lld\n", stage.c_str(), static_cast<long long>(n));
+  }
   return kOk;
 }
 
@@ -68,32 +84,61 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   auto lib = load(o, &path);
   if (!lib) return report_error(g, lib.error());
   const auto t0 = std::chrono::steady_clock::now();
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, proved = 0, conflicts = 0;
+  double prove_secs = 0;
   json rows = json::array();
+  rules::ProofOptions po;
+  po.timeout_s = o.prove_timeout;
+  po.dump_smt2 = o.dump_smt2;
+  if (o.prove && !o.dump_smt2.empty()) std::filesystem::create_directories(o.dump_smt2);
   for (auto& r : lib->rules) {
     if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), r.name) == o.only.end()) continue;
     auto rc = rules::verify_numerically(r);
     double worst = 0;
     for (const auto& i : rc.instances) worst = std::max(worst, i.max_abs_diff);
-    if (rc.ok) {
-      ++passed;
+    json row{{"rule", r.name}, {"ok", rc.ok}, {"instances", rc.instances.size()}, {"max_abs_diff", worst}, {"message", rc.message}};
+    std::string proof_text;
+    if (o.prove) {
+      // Proved rules whose numeric check fails point at an unsound axiom (or an executor bug):
+      // they stay refuted and are reported as conflicts.
+      auto pr = rules::prove_rule(r, po);
+      prove_secs += pr.seconds;
+      r.status = rules::combined_status(rc.ok, &pr);
+      proved += r.status == rules::VerifyStatus::kProved;
+      conflicts += !rc.ok && pr.proved();
+      row["proof"] = {{"outcome", rules::outcome_name(pr.outcome)}, {"seconds", pr.seconds}, {"message", pr.message}, {"notes", pr.notes}};
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " (%.2fs)", pr.seconds);
+      proof_text = ", " + std::string(!rc.ok && pr.proved() ? "CONFLICT: proved" : rules::outcome_name(pr.outcome)) + buf +
+                   (pr.message.empty() ? "" : ": " + pr.message);
+    } else if (rc.ok) {
       if (r.status == rules::VerifyStatus::kUnverified || r.status == rules::VerifyStatus::kRefuted) r.status = rules::VerifyStatus::kNumeric;
     } else {
-      ++failed;
       r.status = rules::VerifyStatus::kRefuted;
     }
-    rows.push_back({{"rule", r.name}, {"ok", rc.ok}, {"instances", rc.instances.size()}, {"max_abs_diff", worst}, {"message", rc.message}});
+    rc.ok ? ++passed : ++failed;
+    row["status"] = rules::status_name(r.status);
+    rows.push_back(std::move(row));
     if (!g.json)
-      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s\n", rc.ok ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
-                  rc.ok ? "" : ": ", rc.message.c_str());
+      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s%s\n", rc.ok ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
+                  rc.ok ? "" : ": ", rc.message.c_str(), proof_text.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.write) {
     auto st = rules::save_library(*lib, path);
     if (!st.ok()) return report_error(g, st.error());
   }
-  if (g.json) std::cout << json{{"file", path}, {"passed", passed}, {"failed", failed}, {"seconds", secs}, {"rules", rows}}.dump(2) << std::endl;
-  else std::printf("%d passed, %d failed (%.1fs)\n", passed, failed, secs);
+  const int total = passed + failed;
+  if (g.json) {
+    json doc{{"file", path}, {"passed", passed}, {"failed", failed}, {"seconds", secs}, {"rules", rows}};
+    if (o.prove) doc.update({{"proved", proved}, {"numeric_only", passed - proved}, {"refuted", failed}, {"conflicts", conflicts}, {"prove_seconds", prove_secs}});
+    std::cout << doc.dump(2) << std::endl;
+  } else if (o.prove) {
+    std::printf("%d rules: %d proved, %d numerically verified only, %d refuted%s (%.1fs, %.1fs proving)\n", total, proved, passed - proved, failed,
+                conflicts ? (", " + std::to_string(conflicts) + " proved but numerically refuted").c_str() : "", secs, prove_secs);
+  } else {
+    std::printf("%d passed, %d failed (%.1fs)\n", passed, failed, secs);
+  }
   return failed == 0 ? kOk : kVerificationFailed;
 }
 
@@ -119,8 +164,9 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {
     for (int k = 0; k < std::max(1, o.repeats); ++k) {
       all.clear();
       auto t0 = clock::now();
+      const rules::GraphIndex index(*graph);
       for (const auto& r : lib->rules)
-        for (auto& m : rules::find_matches(*graph, r)) all.emplace_back(&r, std::move(m));
+        for (auto& m : rules::find_matches(index, r)) all.emplace_back(&r, std::move(m));
       times.push_back(secs(t0) * 1e3);
     }
     std::sort(times.begin(), times.end());
@@ -164,8 +210,9 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {
     int in_chain = 0;
     while (checked < o.applications && dead_ends < 3) {
       std::vector<std::pair<const rules::Rule*, rules::Match>> acts;
+      const rules::GraphIndex index(cur);
       for (const auto& r : lib->rules)
-        for (auto& m : rules::find_matches(cur, r)) acts.emplace_back(&r, std::move(m));
+        for (auto& m : rules::find_matches(index, r)) acts.emplace_back(&r, std::move(m));
       if (acts.empty() || in_chain >= o.chain) {
         if (in_chain > 0) check(cur, "chain ending with " + last);
         dead_ends += acts.empty();
@@ -198,6 +245,98 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {
   }
   if (g.json) std::cout << json{{"file", path}, {"models", rows}}.dump(2) << std::endl;
   return total_failures == 0 ? kOk : kVerificationFailed;
+}
+
+int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
+  namespace gen = rules::gen;
+  gen::GeneratorOptions go;
+  go.depth = o.depth;
+  go.max_group = o.max_group;
+  go.derivation_steps = o.derivation_steps;
+  for (const auto& name : o.worlds) {
+    if (name == "conv") go.worlds.push_back(gen::conv_world());
+    else if (name == "matmul") go.worlds.push_back(gen::matmul_world());
+    else return report_error(g, Error::bad_input("unknown world '" + name + "' (conv, matmul)"));
+  }
+  if (o.depth < 1 || o.depth > 4) return report_error(g, Error::bad_input("--depth must be 1..4"));
+  // The library whose hand-written rules generated duplicates are checked against.
+  std::string lib_path = !o.merge_into.empty() ? o.merge_into : !o.file.empty() ? o.file : rules::default_library_path();
+  rules::RuleLibrary lib;
+  if (!o.merge_into.empty() || std::filesystem::exists(lib_path)) {
+    auto loaded = rules::load_library(lib_path);
+    if (!loaded) return report_error(g, loaded.error());
+    lib = std::move(*loaded);
+  }
+  for (const auto& r : lib.rules)
+    if (r.provenance != "generated") go.existing.push_back(&r);
+  const bool tty = !g.json && isatty(fileno(stderr));
+  std::string last_stage;
+  go.progress = [&](const std::string& stage, size_t done, size_t total) {
+    if (!tty) return;
+    if (stage != last_stage && !last_stage.empty()) std::fprintf(stderr, "\n");
+    last_stage = stage;
+    if (total) std::fprintf(stderr, "\r%-28s %zu / %zu", stage.c_str(), done, total);
+    else std::fprintf(stderr, "\r%-28s %zu", stage.c_str(), done);
+    std::fflush(stderr);
+  };
+  auto res = gen::generate(go);
+  if (tty && !last_stage.empty()) std::fprintf(stderr, "\n");
+  std::string cmd = "rlflow rules generate --depth " + std::to_string(o.depth) + " --derivation-steps " +
+                    std::to_string(o.derivation_steps) + " --max-group " + std::to_string(o.max_group);
+  for (const auto& w : o.worlds) cmd += " --world " + w;
+  for (const auto& m : o.zoo) cmd += " --zoo " + m;
+  res.info.command = cmd;
+
+  // The default set: rules that simplify on their own, and rules matching the given models.
+  {
+    exec::Executor ex;
+    std::vector<ir::Graph> graphs;
+    for (const auto& m : o.zoo) {
+      onnxio::ImportOptions io;
+      io.evaluator = &ex;
+      auto graph = onnxio::import_model_file(m, io);
+      if (!graph) return report_error(g, graph.error());
+      graphs.push_back(std::move(*graph));
+    }
+    const size_t in_default = gen::mark_default_set(&res.rules, graphs);
+    res.info.totals.push_back({"in the default set", static_cast<int64_t>(in_default)});
+  }
+
+  if (!o.out.empty()) {
+    rules::RuleLibrary only;
+    gen::merge_generated(&only, res.rules, res.info);
+    auto st = rules::save_library(only, o.out);
+    if (!st.ok()) return report_error(g, st.error());
+  }
+  if (!o.merge_into.empty()) {
+    gen::merge_generated(&lib, res.rules, res.info);
+    auto st = rules::save_library(lib, o.merge_into);
+    if (!st.ok()) return report_error(g, st.error());
+  }
+  if (g.json) {
+    json totals = json::object(), dropped = json::object(), names = json::array();
+    for (const auto& [k, v] : res.info.totals) totals[k] = v;
+    for (const auto& [k, v] : res.dropped) dropped[k] = v;
+    for (const auto& r : res.rules) names.push_back(r.name);
+    json phases = json::object();
+    for (const auto& [k, v] : res.seconds) phases[k] = v;
+    std::cout << json{{"depth", o.depth}, {"seconds", res.info.seconds}, {"phase_seconds", phases}, {"totals", totals}, {"dropped", dropped}, {"rules", names},
+                      {"out", o.out}, {"merged_into", o.merge_into}}
+                     .dump(2)
+              << std::endl;
+    return kOk;
+  }
+  std::printf("%-30s %10s\n", "stage", "count");
+  for (const auto& [k, v] : res.info.totals) std::printf("%-30s %10lld\n", k.c_str(), static_cast<long long>(v));
+  std::printf("wall time %.1f s (depth %d)\n", res.info.seconds, o.depth);
+  if (spdlog::get_level() <= spdlog::level::info)
+  {
+    for (const auto& [k, v] : res.dropped) std::printf("  dropped %6lld: %s\n", static_cast<long long>(v), k.c_str());
+    for (const auto& [k, v] : res.seconds) std::printf("  %-34s %7.1f s\n", k.c_str(), v);
+  }
+  if (!o.out.empty()) std::printf("wrote %zu rules to %s\n", res.rules.size(), o.out.c_str());
+  if (!o.merge_into.empty()) std::printf("merged %zu generated rules into %s (%zu rules in all)\n", res.rules.size(), o.merge_into.c_str(), lib.rules.size());
+  return kOk;
 }
 
 }  // namespace rlflow::cli

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,7 +15,10 @@
 #include "rlflow/cost/device.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/summary.h"
+#include "rlflow/cost/factory.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/rules/library_io.h"
+#include "rlflow/search/optimizer.h"
 
 namespace rlflow::cli {
 
@@ -76,6 +81,48 @@ void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* afte
     std::printf("  %-22s %8lld %8lld\n", "total", static_cast<long long>(before.num_ops), static_cast<long long>(after->num_ops));
   else
     std::printf("  %-22s %8lld\n", "total", static_cast<long long>(before.num_ops));
+}
+
+struct SearchOutcome {
+  search::Result result;
+  std::string cost_model;
+  size_t num_rules = 0;
+};
+
+// Loads the rules and the cost model, runs the strategy, and keeps a progress line on a terminal.
+Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& graph, bool allow_progress) {
+  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
+  auto lib = rules::load_library(rules_path);
+  if (!lib) return lib.error();
+  std::vector<const rules::Rule*> rules;
+  for (const auto& r : lib->rules)
+    if (r.status != rules::VerifyStatus::kRefuted && r.status != rules::VerifyStatus::kUnverified && (o.all_rules || r.in_default_set))
+      rules.push_back(&r);
+  if (rules.empty()) return Error::bad_input(rules_path + ": no verified rules to search with");
+  cost::CostOptions co;
+  co.kind = o.deterministic ? "analytic" : o.cost_model;
+  co.deterministic = o.deterministic;
+  co.device_profile = o.device_profile;
+  auto model = cost::make_cost_model(co);
+  if (!model) return model.error();
+  search::SearchOptions so;
+  so.alpha = o.alpha;
+  auto opt = search::make_optimizer(o.search, rules, **model, so);
+  if (!opt) return opt.error();
+  const bool tty = allow_progress && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+  if (tty)
+    (*opt)->set_progress([](const search::Report& r, double best) {
+      std::fprintf(stderr, "\r[search] expanded %lld, unique %lld, best cost %.4f ms, %.1fs   ", static_cast<long long>(r.expanded),
+                   static_cast<long long>(r.unique_graphs), best, r.seconds_total);
+    });
+  search::Limits lim;
+  lim.budget = o.budget;
+  lim.time_limit_s = o.time_limit_s;
+  lim.memory_bytes = o.memory_mb << 20;
+  auto res = (*opt)->run(graph, lim);
+  if (tty) std::fprintf(stderr, "\r%80s\r", "");
+  if (!res) return res.error();
+  return SearchOutcome{std::move(*res), (*model)->name(), rules.size()};
 }
 
 }  // namespace
@@ -155,9 +202,52 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
                stats.folded_nodes, t_import);
 
-  if (o.search != "none")
-    return report_error(g, Error{ErrorCode::kUsage, "--search " + o.search + " is not available in this build"});
   ir::Graph optimised = *original;
+  json search_json = nullptr, cost_json = nullptr, steps_json = json::array();
+  std::map<std::string, int> applied;
+  double t_search = 0;
+  if (o.search != "none") {
+    auto outcome = run_search(o, *original, !g.json);
+    if (!outcome) return report_error(g, outcome.error());
+    const auto& r = outcome->result;
+    // Weight-only subgraphs the rewrites created (concatenated or enlarged kernels) fold now, so
+    // the summary describes the model as written.
+    auto folded = ir::fold_constants(r.best, ex);
+    if (!folded) return report_error(g, folded.error().with_context("folding the optimised graph"));
+    optimised = std::move(*folded);
+    t_search = r.report.seconds_total;
+    for (const auto& m : r.steps) {
+      applied[m.rule]++;
+      steps_json.push_back({{"rule", m.rule}, {"nodes", m.nodes}});
+    }
+    cost_json = {{"model", outcome->cost_model}, {"before_ms", r.initial_cost}, {"after_ms", r.best_cost},
+                 {"speedup", r.best_cost > 0 ? r.initial_cost / r.best_cost : 1.0}};
+    // The analytic model's view of the same two graphs (deterministic and cheap), so results
+    // found under a measured model can be compared across machines.
+    if (outcome->cost_model != "analytic") {
+      cost::CostOptions ao;
+      ao.kind = "analytic";
+      ao.device_profile = o.device_profile;
+      if (auto am = cost::make_cost_model(ao)) {
+        auto b = cost::graph_cost(*original, **am), a = cost::graph_cost(r.best, **am);
+        if (b && a) cost_json["analytic"] = {{"before_ms", *b}, {"after_ms", *a}};
+      }
+    }
+    search_json = {{"strategy", o.search},
+                   {"stop_reason", search::stop_reason_name(r.stop)},
+                   {"rules", outcome->num_rules},
+                   {"expanded", r.report.expanded},
+                   {"generated", r.report.generated},
+                   {"unique_graphs", r.report.unique_graphs},
+                   {"pruned", r.report.pruned},
+                   {"rejected", r.report.rejected},
+                   {"peak_states", r.report.peak_states},
+                   {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},
+                   {"seconds", {{"match", r.report.seconds_match}, {"apply", r.report.seconds_apply},
+                                {"cost", r.report.seconds_cost}, {"total", r.report.seconds_total}}}};
+    spdlog::info("search {}: cost {:.4f} -> {:.4f} ms in {:.2f}s ({})", o.search, r.initial_cost, r.best_cost, t_search,
+                 search::stop_reason_name(r.stop));
+  }
 
   // Verification re-imports the temporary output file, so it checks exactly the bytes that land.
   onnxio::ExportOptions eo;
@@ -211,13 +301,30 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
            {"before", summary_json(before)},
            {"after", summary_json(after)},
            {"verification", verification},
-           {"steps", json::array()},
-           {"time_s", {{"import", t_import}, {"export", t_export}, {"verify", t_verify}, {"total", total}}}};
+           {"cost", cost_json},
+           {"search_report", search_json},
+           {"rules_applied", applied},
+           {"steps", steps_json},
+           {"time_s", {{"import", t_import}, {"search", t_search}, {"export", t_export}, {"verify", t_verify}, {"total", total}}}};
     std::cout << j.dump(2) << std::endl;
     return kOk;
   }
   std::printf("rlflow optimise %s -> %s  (search: %s)\n", o.model.c_str(), o.output.c_str(), o.search.c_str());
   print_op_table(before, &after);
+  if (!cost_json.is_null()) {
+    std::printf("cost (%s): %.4f ms -> %.4f ms, speedup %.3fx\n", cost_json["model"].get<std::string>().c_str(),
+                cost_json["before_ms"].get<double>(), cost_json["after_ms"].get<double>(), cost_json["speedup"].get<double>());
+    std::printf("search %s: %lld graphs expanded, %lld unique, %.2fs, stopped: %s\n", o.search.c_str(),
+                static_cast<long long>(search_json["expanded"].get<int64_t>()),
+                static_cast<long long>(search_json["unique_graphs"].get<int64_t>()), t_search,
+                search_json["stop_reason"].get<std::string>().c_str());
+    if (applied.empty()) std::printf("rules applied: none\n");
+    else {
+      std::printf("rules applied:");
+      for (const auto& [rule, n] : applied) std::printf(" %s x%d", rule.c_str(), n);
+      std::printf("\n");
+    }
+  }
   if (o.verify) {
     if (verification["method"] == "structural")
       std::printf("verified: structurally identical to the original (%s)\n", verification["note"].get<std::string>().c_str());
@@ -227,7 +334,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   } else {
     std::printf("not verified (--no-verify)\n");
   }
-  std::printf("time: %.2fs (import %.2fs, export %.2fs, verify %.2fs)\n", total, t_import, t_export, t_verify);
+  std::printf("time: %.2fs (import %.2fs, search %.2fs, export %.2fs, verify %.2fs)\n", total, t_import, t_search, t_export, t_verify);
   return kOk;
 }
 

@@ -22,11 +22,22 @@ struct InfoOptions {
 
 struct OptimiseOptions {
   std::string model, output;
-  std::string search = "none";
+  std::string search = "taso";
   std::vector<std::string> input_shapes;
   bool verify = true;
   uint64_t seed = 0;
   double atol = 1e-4, rtol = 1e-3;
+  // search
+  double alpha = 1.05;
+  int64_t budget = 1000;
+  double time_limit_s = 0;
+  int64_t memory_mb = 2048;
+  std::string rules_file;   // empty: the shipped library's default set
+  bool all_rules = false;   // every shipped rule, not just the default set
+  // cost
+  std::string cost_model = "auto";
+  bool deterministic = false;
+  std::string device_profile;
 };
 
 struct RunOptions {
@@ -39,17 +50,48 @@ struct RulesOptions {
   bool summary = false;
   std::vector<std::string> only;  // rule names
   bool write = false;             // verify: record statuses in the file
+  bool prove = false;             // verify: also prove each numerically passing rule with Z3
+  double prove_timeout = 10.0;    // verify --prove: seconds per rule
+  std::string dump_smt2;          // verify --prove: write each rule's SMT-LIB query into this directory
   std::vector<std::string> models;  // bench
   int applications = 1000;          // bench: random-chain applications per model
   int repeats = 5;                  // bench: timing repetitions
   int chain = 50;                   // bench: applications per chain before its result is run
   uint64_t seed = 0;
+  // generate
+  int depth = 3;
+  std::string out;                  // write only the generated rules here
+  std::string merge_into;           // replace the generated rules of this file, keep the others
+  std::vector<std::string> worlds;  // conv, matmul (default: both)
+  std::vector<std::string> zoo;     // models whose matches choose the default set
+  size_t max_group = 48;
+  int derivation_steps = 3;
+};
+
+// `rlflow cost MODEL` and `rlflow cost calibrate` (src/cli/cmd_cost.cpp).
+struct CostCmdOptions {
+  std::string model;
+  std::string cost_model = "auto";  // auto | cudnn | cpu | analytic
+  bool deterministic = false;
+  std::string device_profile;
+  std::vector<std::string> input_shapes;
+  bool measure_graph = false;
+  bool all = false;      // list folded nodes too
+  std::string cache;     // cache file; empty: the default
+  bool no_cache = false;
+  int warmup = -1, repeats = -1;  // per-op timing; -1: the backend's defaults
+  std::string profile_out;   // calibrate: where to write the fitted profile
+  std::string base_profile;  // calibrate: the profile whose peaks are kept
+  int batch = 0;             // calibrate: batch of the CNN ops; 0: 1 on CPU, 8 on GPU
 };
 
 int cmd_info(const GlobalOptions& g, const InfoOptions& o);
+int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o);
+int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o);
 int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
+int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
 std::string version_string();

@@ -5,39 +5,49 @@
 namespace rlflow::ir {
 
 std::string op_display_name(const Node& n) {
-  if (n.kind == OpKind::kOpaque) return std::get<OpaqueParams>(n.params).op_type;
-  return std::string(op_name(n.kind));
+  // The ONNX op the node is written as (see onnx/export.cpp).
+  switch (n.kind) {
+    case OpKind::kOpaque: return std::get<OpaqueParams>(n.params).op_type;
+    case OpKind::kBatchNorm: return "BatchNormalization";
+    case OpKind::kLayerNorm: return "LayerNormalization";
+    case OpKind::kScalarMul: return "Mul";
+    case OpKind::kEnlarge: return "Pad";
+    default: return std::string(op_name(n.kind));
+  }
 }
 
-double node_flops(const Graph& g, NodeId id) {
-  const auto& n = g.node(id);
-  if (n.kind == OpKind::kInput || n.kind == OpKind::kWeight || n.outputs.empty()) return 0;
-  const double out = static_cast<double>(n.outputs[0].numel());
-  switch (n.kind) {
+double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorType>& inputs,
+                const std::vector<TensorType>& outputs) {
+  if (kind == OpKind::kInput || kind == OpKind::kWeight || outputs.empty()) return 0;
+  const double out = static_cast<double>(outputs[0].numel());
+  switch (kind) {
     case OpKind::kConv: {
-      const auto& w = g.type(n.inputs[1]).shape;
+      if (inputs.size() < 2) return 0;
+      const auto& w = inputs[1].shape;
       double k = 1;
       for (size_t i = 1; i < w.size(); ++i) k *= static_cast<double>(w[i]);
       return 2.0 * out * k;
     }
-    case OpKind::kMatMul: {
-      const auto& a = g.type(n.inputs[0]).shape;
-      return 2.0 * out * static_cast<double>(a.back());
-    }
+    case OpKind::kMatMul:
+      if (inputs.empty() || inputs[0].shape.empty()) return 0;
+      return 2.0 * out * static_cast<double>(inputs[0].shape.back());
     case OpKind::kGemm: {
-      const auto& a = g.type(n.inputs[0]).shape;
-      const auto& p = std::get<GemmParams>(n.params);
-      return 2.0 * out * static_cast<double>(p.trans_a ? a[0] : a[1]);
+      const auto* p = std::get_if<GemmParams>(&params);
+      if (!p || inputs.empty() || inputs[0].shape.size() != 2) return 0;
+      const auto& a = inputs[0].shape;
+      return 2.0 * out * static_cast<double>(p->trans_a ? a[0] : a[1]);
     }
     case OpKind::kMaxPool:
     case OpKind::kAveragePool: {
+      const auto* p = std::get_if<PoolParams>(&params);
       double k = 1;
-      for (auto v : std::get<PoolParams>(n.params).kernel) k *= static_cast<double>(v);
+      if (p)
+        for (auto v : p->kernel) k *= static_cast<double>(v);
       return out * k;
     }
     case OpKind::kGlobalAveragePool:
     case OpKind::kReduceMean:
-      return static_cast<double>(g.type(n.inputs[0]).numel());
+      return inputs.empty() ? 0 : static_cast<double>(inputs[0].numel());
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:
@@ -51,6 +61,13 @@ double node_flops(const Graph& g, NodeId id) {
   }
 }
 
+double node_flops(const Graph& g, NodeId id) {
+  const auto& n = g.node(id);
+  std::vector<TensorType> ins;
+  for (const auto& in : n.inputs) ins.push_back(g.type(in));
+  return op_flops(n.kind, n.params, ins, n.outputs);
+}
+
 GraphSummary summarize(const Graph& g) {
   GraphSummary s;
   s.num_parameters = g.num_parameters();
@@ -59,6 +76,12 @@ GraphSummary summarize(const Graph& g) {
     if (n.kind == OpKind::kInput || n.kind == OpKind::kWeight) continue;
     ++s.num_ops;
     s.op_counts[op_display_name(n)]++;
+    // A fused activation is its own node in the ONNX file: count it as written.
+    if (n.kind == OpKind::kConv && std::get<ConvParams>(n.params).act != Activation::kNone) {
+      const auto act = std::get<ConvParams>(n.params).act;
+      ++s.num_ops;
+      s.op_counts[act == Activation::kRelu ? "Relu" : act == Activation::kSigmoid ? "Sigmoid" : "Tanh"]++;
+    }
     s.flops += node_flops(g, static_cast<NodeId>(i));
     if (n.kind == OpKind::kOpaque) {
       auto t = op_display_name(n);

@@ -251,6 +251,14 @@ Expected<RuleLibrary> parse_library(const std::string& text, const std::string& 
   } catch (const json::exception& e) {
     return Error::bad_input(label + ": malformed rule (" + std::string(e.what()) + ")");
   }
+  if (j.contains("generator") && j.at("generator").is_object()) {
+    const auto& jg = j.at("generator");
+    lib.generator.depth = jg.value("depth", 0);
+    lib.generator.seconds = jg.value("seconds", 0.0);
+    lib.generator.command = jg.value("command", "");
+    for (const auto& t : jg.value("totals", json::array()))
+      lib.generator.totals.push_back({t.value("stage", ""), t.value("count", int64_t{0})});
+  }
   lib.reindex();
   return lib;
 }
@@ -263,12 +271,22 @@ Expected<RuleLibrary> load_library(const std::string& path) {
   return parse_library(ss.str(), path);
 }
 
+// One rule per line: the file stays readable and greppable, diffs show whole rules, and two
+// thousand rules take 2.5 MB instead of 5.7 MB pretty-printed.
 std::string dump_library(const RuleLibrary& lib) {
-  json j{{"format", kFormat}, {"version", lib.version}};
-  json rules = json::array();
-  for (const auto& r : lib.rules) rules.push_back(dump_rule(r));
-  j["rules"] = rules;
-  return j.dump(1) + "\n";
+  json head{{"format", kFormat}, {"version", lib.version}};
+  if (!lib.generator.empty()) {
+    json totals = json::array();
+    for (const auto& [stage, n] : lib.generator.totals) totals.push_back({{"stage", stage}, {"count", n}});
+    head["generator"] = {{"depth", lib.generator.depth}, {"seconds", lib.generator.seconds}, {"command", lib.generator.command},
+                         {"totals", totals}};
+  }
+  std::string out = head.dump();
+  out.pop_back();  // reopen the object to append the rules
+  out += ",\n\"rules\": [\n";
+  for (size_t i = 0; i < lib.rules.size(); ++i) out += dump_rule(lib.rules[i]).dump() + (i + 1 < lib.rules.size() ? ",\n" : "\n");
+  out += "]}\n";
+  return out;
 }
 
 Status save_library(const RuleLibrary& lib, const std::string& path) {

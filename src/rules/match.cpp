@@ -104,10 +104,7 @@ struct Compiled {
 
 class Matcher {
  public:
-  Matcher(const Graph& g, const Compiled& c) : g_(g), c_(c), uses_(g.consumers()) {
-    used_as_output_.assign(g.size(), {});
-    for (const auto& o : g.outputs()) used_as_output_[static_cast<size_t>(o.value.node)].insert(o.value.index);
-  }
+  Matcher(const GraphIndex& ix, const Compiled& c) : g_(ix.graph), c_(c), ix_(ix), uses_(ix.uses) {}
 
   // Tries to place pattern node p on graph node gid; appends every consistent state.
   void place(int p, NodeId gid, const State& s, std::vector<State>* out) const {
@@ -172,7 +169,8 @@ class Matcher {
       const auto gid = s.placed[p];
       for (size_t k = 0; k < g_.node(gid).outputs.size(); ++k) {
         if (c_.mapped.count({static_cast<int>(p), static_cast<int>(k)})) continue;
-        if (used_as_output_[static_cast<size_t>(gid)].count(static_cast<int>(k)))
+        const auto& outs = ix_.output_indices[static_cast<size_t>(gid)];
+        if (std::find(outs.begin(), outs.end(), static_cast<int32_t>(k)) != outs.end())
           return Error::bad_input("interior value of '" + r.source.nodes[p].id + "' is a graph output");
         for (const auto& u : uses_[static_cast<size_t>(gid)])
           if (g_.node(u.node).inputs[static_cast<size_t>(u.input_slot)].index == static_cast<int32_t>(k) && !inside.count(u.node))
@@ -241,10 +239,7 @@ class Matcher {
           c.push_back(u.node);
       return c;
     }
-    std::vector<NodeId> c;
-    for (size_t i = 0; i < g_.size(); ++i)
-      if (g_.node(static_cast<NodeId>(i)).kind == pn.kind) c.push_back(static_cast<NodeId>(i));
-    return c;
+    return ix_.by_kind[static_cast<size_t>(pn.kind)];
   }
 
   bool unify(const Ref& ref, ValueRef v, State* s) const {
@@ -292,8 +287,8 @@ class Matcher {
 
   const Graph& g_;
   const Compiled& c_;
-  std::vector<std::vector<ir::Use>> uses_;
-  std::vector<std::set<int>> used_as_output_;
+  const GraphIndex& ix_;
+  const std::vector<std::vector<ir::Use>>& uses_;
 };
 
 bool match_less(const Match& a, const Match& b) {
@@ -305,10 +300,23 @@ bool match_less(const Match& a, const Match& b) {
 
 }  // namespace
 
+GraphIndex::GraphIndex(const Graph& g)
+    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()) {
+  for (size_t i = 0; i < g.size(); ++i) by_kind[static_cast<size_t>(g.node(static_cast<NodeId>(i)).kind)].push_back(static_cast<NodeId>(i));
+  for (const auto& o : g.outputs()) output_indices[static_cast<size_t>(o.value.node)].push_back(o.value.index);
+}
+
 std::vector<Match> find_matches(const Graph& g, const Rule& r, const MatchOptions& opts) {
+  return find_matches(GraphIndex(g), r, opts);
+}
+
+std::vector<Match> find_matches(const GraphIndex& ix, const Rule& r, const MatchOptions& opts) {
   if (r.source.nodes.empty()) return {};
+  // Every source op kind must occur in the graph: a cheap exit for most rules on most graphs.
+  for (const auto& pn : r.source.nodes)
+    if (ix.by_kind[static_cast<size_t>(pn.kind)].empty()) return {};
   Compiled c(r);
-  Matcher m(g, c);
+  Matcher m(ix, c);
   std::vector<Match> out;
   // Enumerate (bounded), then order by position so the first locations are the earliest.
   m.search(0, m.empty_state(), &out, std::max<size_t>(opts.max_matches * 8, 1024));
@@ -324,7 +332,8 @@ Expected<Bindings> check_match(const Graph& g, const Rule& r, const Match& m) {
   for (auto id : m.nodes)
     if (id < 0 || static_cast<size_t>(id) >= g.size()) return Error::bad_input("match refers to a node outside the graph");
   Compiled c(r);
-  Matcher matcher(g, c);
+  GraphIndex ix(g);
+  Matcher matcher(ix, c);
   // Replay in search order with the given nodes; commutative inputs may branch.
   std::vector<State> states = {matcher.empty_state()};
   for (int p : c.order) {

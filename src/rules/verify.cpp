@@ -73,6 +73,16 @@ Expected<ir::Graph> instantiate_source(const Rule& r, const Instance& inst, uint
       }
       return {};
     };
+    // A parameter may read the size of a variable no earlier node has bound (a Constant's shape).
+    for (const auto& [field, e] : pn.params) {
+      std::vector<std::string> vars;
+      e.collect_vars(&vars);
+      for (const auto& v : vars)
+        if (!v.empty() && v[0] != '$' && !b.tensors.count(v) && inst.shapes.count(v)) {
+          auto bound = value_of(v);
+          if (!bound) return bound.error();
+        }
+    }
     for (const auto& [field, e] : pn.params) RLFLOW_TRY_STATUS(set_field(field, e));
     if (auto it = inst.node_params.find(pn.id); it != inst.node_params.end())
       for (const auto& [field, e] : it->second) RLFLOW_TRY_STATUS(set_field(field, e));

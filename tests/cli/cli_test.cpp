@@ -21,6 +21,12 @@ namespace {
 
 const fs::path kData = RLFLOW_TEST_DATA;
 
+// Searches without --cost-model measure ops on the CPU: keep their cache out of the user's home.
+const bool kPrivateCostCache = [] {
+  setenv("RLFLOW_COST_CACHE", (fs::temp_directory_path() / "rlflow_cli_test_cost_cache.json").c_str(), 1);
+  return true;
+}();
+
 class TempDir {
  public:
   TempDir() {
@@ -271,6 +277,28 @@ TEST(Cli, OptimiseJsonIsOneDocument) {
   ASSERT_TRUE(j.contains("before"));
   EXPECT_GT(j["before"].value("ops", 0), 0);
   EXPECT_TRUE(fs::exists(out));
+}
+
+TEST(Cli, OptimiseWithSearchReportsCostsStepsAndVerifies) {
+  TempDir dir;
+  const auto out = dir / "o.onnx";
+  // tiny_cnn has Conv -> BatchNormalization -> Relu: folding and fusing must pay off.
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "greedy", "--deterministic", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  ASSERT_TRUE(j.contains("cost"));
+  EXPECT_EQ(j["cost"].value("model", std::string()), "analytic");
+  EXPECT_LT(j["cost"].value("after_ms", 1e9), j["cost"].value("before_ms", 0.0));
+  ASSERT_TRUE(j["steps"].is_array());
+  EXPECT_FALSE(j["steps"].empty());
+  EXPECT_TRUE(j["rules_applied"].contains("conv_bias_batchnorm_fold") || j["rules_applied"].contains("conv_batchnorm_fold")) << j.dump();
+  EXPECT_EQ(j["before"]["op_counts"].value("BatchNormalization", 0), 1);
+  EXPECT_EQ(j["after"]["op_counts"].value("BatchNormalization", 0), 0);
+  // Deterministic: the same run gives the same steps.
+  auto again = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "p.onnx").string(), "--search", "greedy", "--deterministic", "--json"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(parse_json(again.out)["steps"], j["steps"]);
 }
 
 TEST(Cli, OptimiseOpaqueModelVerifiesStructurally) {

@@ -91,8 +91,18 @@ Outcome random_chains(const Graph& start, const rules::RuleLibrary& lib, int app
   return out;
 }
 
+// The default set: what search and RL use. The generated rules outside it are each verified on
+// their own instances (rules_test), but offering all of them at every step would make these
+// chains slow.
 const rules::RuleLibrary& library() {
-  static rules::RuleLibrary lib = *rules::load_library(RLFLOW_SOURCE_DIR "/configs/rules/default.json");
+  static rules::RuleLibrary lib = [] {
+    auto all = *rules::load_library(RLFLOW_SOURCE_DIR "/configs/rules/default.json");
+    rules::RuleLibrary d;
+    for (auto& r : all.rules)
+      if (r.in_default_set) d.rules.push_back(std::move(r));
+    d.reindex();
+    return d;
+  }();
   return lib;
 }
 

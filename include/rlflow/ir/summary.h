@@ -7,11 +7,15 @@
 
 namespace rlflow::ir {
 
-// Multiply-accumulates count as two FLOPs; elementwise ops one per output element.
+// Multiply-accumulates count as two FLOPs; elementwise ops one per output element. Reads only
+// the op's kind, parameters and types, so cost models use it on op signatures too; a malformed
+// op (missing inputs) counts no FLOPs rather than failing.
+double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorType>& inputs,
+                const std::vector<TensorType>& outputs);
 double node_flops(const Graph& g, NodeId id);
 
 struct GraphSummary {
-  std::map<std::string, int64_t> op_counts;  // by op name; opaque ops by their ONNX type
+  std::map<std::string, int64_t> op_counts;  // ONNX op types as exported (a fused activation counts as its own op)
   int64_t num_ops = 0;
   int64_t num_parameters = 0;
   double flops = 0;

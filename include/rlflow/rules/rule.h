@@ -67,9 +67,19 @@ struct Rule {
   ir::OpKind root_kind() const { return source.nodes.back().kind; }
 };
 
+// Totals of the last `rlflow rules generate` run, kept in the rule file ("generator").
+struct GeneratorInfo {
+  int depth = 0;
+  double seconds = 0;
+  std::string command;
+  std::vector<std::pair<std::string, int64_t>> totals;  // stage -> count, in pipeline order
+  bool empty() const { return totals.empty(); }
+};
+
 struct RuleLibrary {
   int version = 1;
   std::vector<Rule> rules;
+  GeneratorInfo generator;
   // Index by root op kind: rule indices whose root is that kind.
   std::vector<std::vector<int>> by_root;
 

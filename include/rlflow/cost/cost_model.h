@@ -1,0 +1,62 @@
+#pragma once
+// Cost of a graph as TASO defines it: the sum of the costs of its nodes. A node whose inputs are
+// all constant costs nothing (it folds at export); graph inputs and weights cost nothing.
+// This header includes neither torch nor CUDA.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlflow/ir/graph.h"
+
+namespace rlflow::cost {
+
+// Everything a node's run time depends on: op kind, parameters, input and output types.
+struct OpSignature {
+  ir::OpKind kind = ir::OpKind::kOpaque;
+  ir::OpParams params;
+  std::vector<ir::TensorType> inputs, outputs;
+  std::vector<bool> input_is_constant;  // weights may be pre-transformed (e.g. pre-packed)
+
+  static OpSignature of(const ir::Graph& g, ir::NodeId id);
+  // The same, with constness precomputed by constant_nodes(g) (one pass for a whole graph).
+  static OpSignature of(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant);
+  uint64_t hash() const;  // stable across runs: the cache key together with the device
+  std::string str() const;
+  bool operator==(const OpSignature&) const = default;
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  // Milliseconds for one run of the op.
+  virtual Expected<double> op_cost(const OpSignature& sig) = 0;
+  // Identifies the device and backend; cached costs are only reused under the same fingerprint.
+  virtual std::string device_fingerprint() const = 0;
+  virtual std::string name() const = 0;
+};
+
+struct NodeCost {
+  ir::NodeId node;
+  double ms = 0;
+  bool folded = false;  // all inputs constant: costs nothing
+  bool opaque = false;  // fixed cost: no rewrite touches it, so it cancels in every comparison
+};
+
+// constant[id]: node id's outputs are known before the graph runs (Weight, Constant, or every
+// input constant), so the node folds at export. Opaque nodes never fold; graph inputs never are.
+std::vector<bool> constant_nodes(const ir::Graph& g);
+
+// Called after each costed node with (done, total); lets a CLI show progress for slow backends.
+using CostProgress = std::function<void(size_t done, size_t total)>;
+
+// Per-node costs of every op node (inputs and weights are skipped), in node order.
+Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress = {});
+// The sum of node costs, in milliseconds.
+Expected<double> graph_cost(const ir::Graph& g, CostModel& model);
+
+// Fixed cost given to opaque nodes.
+inline constexpr double kOpaqueCostMs = 0.01;
+
+}  // namespace rlflow::cost

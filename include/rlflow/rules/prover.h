@@ -1,0 +1,51 @@
+#pragma once
+// Formal verification of rules with an SMT solver (Z3), TASO's method: every operator is an
+// uninterpreted function over an uninterpreted tensor sort, constrained by operator axioms
+// (universally quantified equalities, configs/rules/AXIOMS.md). A rule is proved when, under the
+// axioms, its conditions and the well-formedness of its source and target, "source output !=
+// target output" is unsatisfiable for every output it maps. Anything else (a model, an unknown,
+// a timeout) leaves the rule as it was: numerically verified at best.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlflow/rules/rule.h"
+
+namespace rlflow::rules {
+
+struct ProofOptions {
+  double timeout_s = 10.0;  // per rule, shared by its outputs
+  std::string dump_smt2;    // when set, the query (axioms, assumptions, goals) is written there
+};
+
+enum class ProofOutcome {
+  kProved,     // unsat for every output
+  kNotProved,  // the solver gave up (incomplete quantifier instantiation) or found a model
+  kTimeout,
+  kError,  // the query could not be built (solver exception)
+};
+std::string_view outcome_name(ProofOutcome o);
+
+struct ProofResult {
+  std::string rule;
+  ProofOutcome outcome = ProofOutcome::kNotProved;
+  double seconds = 0;
+  std::string message;                     // why it is not proved; empty when proved
+  std::vector<std::string> notes;          // parts of the rule the translation could not model
+  bool proved() const { return outcome == ProofOutcome::kProved; }
+};
+
+ProofResult prove_rule(const Rule& r, const ProofOptions& opts = {});
+
+// The axiom set, for documentation and tests: a stable name, the group it belongs to, the
+// SMT-LIB statement, and why it is sound.
+struct AxiomInfo {
+  std::string name, group, smt, why;
+};
+const std::vector<AxiomInfo>& prover_axioms();
+
+// The status a rule gets from a numeric check (ok or not) and an optional proof: a failed numeric
+// check refutes; a proof upgrades a numeric pass to proved.
+VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);
+
+}  // namespace rlflow::rules

@@ -1,0 +1,70 @@
+#pragma once
+// Search strategies over rewrites: every driver has explicit limits and says why it stopped.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlflow/cost/cost_model.h"
+#include "rlflow/ir/graph.h"
+#include "rlflow/rules/match.h"
+
+namespace rlflow::search {
+
+struct Limits {
+  int64_t budget = 1000;                   // graphs expanded (greedy: rewrite steps)
+  double time_limit_s = 0;                 // 0: none
+  int64_t memory_bytes = int64_t{2} << 30;  // cap on stored search states
+  size_t max_locations = 200;              // matches considered per rule and graph
+};
+
+enum class StopReason { kConverged, kExhausted, kBudget, kTimeLimit, kMemoryLimit };
+std::string_view stop_reason_name(StopReason r);
+
+struct Report {
+  int64_t expanded = 0;        // graphs whose rewrites were enumerated
+  int64_t generated = 0;       // rewrites applied
+  int64_t unique_graphs = 0;   // distinct graphs seen (structural hash, compared on collision)
+  int64_t pruned = 0;          // children dropped by the strategy (alpha, duplicates)
+  int64_t rejected = 0;        // matches apply() refused
+  int64_t peak_states = 0;     // states held at once
+  int64_t peak_state_bytes = 0;
+  double seconds_match = 0, seconds_apply = 0, seconds_cost = 0, seconds_total = 0;
+};
+
+struct Result {
+  ir::Graph best;
+  double initial_cost = 0, best_cost = 0;
+  std::vector<rules::Match> steps;  // replayable: apply them in order to the input graph
+  StopReason stop = StopReason::kConverged;
+  Report report;
+};
+
+// Called now and then with the report so far and the best cost (for progress lines).
+using Progress = std::function<void(const Report&, double best_cost)>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual Expected<Result> run(const ir::Graph& g, const Limits& limits) = 0;
+  virtual std::string name() const = 0;
+  void set_progress(Progress p) { progress_ = std::move(p); }
+
+ protected:
+  Progress progress_;
+};
+
+struct SearchOptions {
+  double alpha = 1.05;  // taso: keep children whose cost < alpha * best
+};
+
+// `rules` and `model` must outlive the optimizer.
+Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& strategy, const std::vector<const rules::Rule*>& rules,
+                                                    cost::CostModel& model, const SearchOptions& opts = {});
+
+// Replays steps from a result (e.g. a saved optimisation) on a graph.
+Expected<ir::Graph> replay(const ir::Graph& g, const std::vector<const rules::Rule*>& rules, const std::vector<rules::Match>& steps);
+
+}  // namespace rlflow::search

@@ -1,0 +1,44 @@
+#include "rlflow/cost/cost_model.h"
+
+#include <cmath>
+
+namespace rlflow::cost {
+
+Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress) {
+  const auto constant = constant_nodes(g);
+  std::vector<NodeCost> out;
+  out.reserve(g.num_ops());
+  const size_t total = g.num_ops();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto id = static_cast<ir::NodeId>(i);
+    const auto& n = g.node(id);
+    if (n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight) continue;
+    NodeCost c{id};
+    if (n.kind == ir::OpKind::kOpaque) {
+      // Checked before constness: opaque nodes are never evaluated, so they never fold.
+      c.opaque = true;
+      c.ms = kOpaqueCostMs;
+    } else if (constant[i]) {
+      c.folded = true;
+    } else {
+      auto ms = model.op_cost(OpSignature::of(g, id, constant));
+      if (!ms) return ms.error().with_context(ir::node_label(g, id));
+      if (!std::isfinite(*ms) || *ms < 0)
+        return Error::internal(ir::node_label(g, id) + ": cost model " + model.name() + " returned " + std::to_string(*ms) + " ms");
+      c.ms = *ms;
+    }
+    out.push_back(c);
+    if (progress) progress(out.size(), total);
+  }
+  return out;
+}
+
+Expected<double> graph_cost(const ir::Graph& g, CostModel& model) {
+  auto costs = node_costs(g, model);
+  if (!costs) return costs.error();
+  double total = 0;
+  for (const auto& c : *costs) total += c.ms;
+  return total;
+}
+
+}  // namespace rlflow::cost

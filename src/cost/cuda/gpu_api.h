@@ -1,0 +1,97 @@
+#pragma once
+// Internal to cost: the boundary between the C++20 cost library and the CUDA code. The .cu files
+// compile as C++17 and never see ir:: types, so an op crosses this boundary as a plain OpDesc
+// (built by src/cost/cudnn_backend.cpp from an OpSignature). No CUDA headers here either.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlflow/util/expected.h"
+
+namespace rlflow::cost::gpu {
+
+struct TensorDesc {
+  std::vector<int64_t> shape;
+  int elem_bytes = 4;
+  bool is_f32 = true;  // float32; anything else is moved as raw bytes (Cast, integer indices)
+  bool is_int64 = false;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * static_cast<size_t>(elem_bytes); }
+};
+
+enum class Kind {
+  kConv, kMatMul, kGemm,
+  kMaxPool, kAvgPool, kGlobalAvgPool, kSoftmax, kBatchNorm, kLayerNorm, kReduceMean,
+  kRelu, kSigmoid, kTanh,                  // cuDNN activation
+  kAdd, kSub, kMul, kDiv, kPow,            // broadcasting binary kernel
+  kSqrt, kErf, kClip, kScale,              // unary kernel
+  kTranspose, kSlice, kPad, kGather, kConcat, kSplit, kCast, kFill,
+  kView                                    // Reshape and friends: no kernel, the output aliases the input
+};
+
+enum class Act { kNone, kRelu, kSigmoid, kTanh };
+enum class PadMode { kConstant, kReflect, kEdge };
+
+struct OpDesc {
+  Kind kind = Kind::kView;
+  std::string label;  // for error messages
+  std::vector<TensorDesc> inputs, outputs;
+  // Conv and pooling (spatial dims only); pads as begin..., end...
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  int64_t group = 1;
+  Act act = Act::kNone;
+  bool count_include_pad = false;
+  // Gemm
+  bool trans_a = false, trans_b = false;
+  double alpha = 1, beta = 1;
+  // Softmax, Concat, Split, Gather: the axis; ReduceMean: axes; Transpose: perm
+  int64_t axis = 0;
+  std::vector<int64_t> axes, perm;
+  // Slice: per input dim (dims not sliced: start 0, step 1). Pad: begin pads per dim.
+  std::vector<int64_t> starts, steps, pad_begin;
+  PadMode pad_mode = PadMode::kConstant;
+  double value = 0;     // Pad value, Scale factor, Fill value
+  double lo = 0, hi = 0;  // Clip bounds
+  double epsilon = 1e-5;
+};
+
+// A whole graph in execution order, for measuring it end to end.
+struct Program {
+  std::vector<TensorDesc> values;
+  std::vector<int> sources;  // values filled with data before the run: inputs, weights, constants
+  struct Step {
+    OpDesc op;
+    std::vector<int> in, out;  // indices into values
+  };
+  std::vector<Step> steps;
+};
+
+struct RuntimeOptions {
+  int device = 0;
+  int warmup = 8;
+  int repeats = 32;
+  size_t workspace_bytes = size_t{256} << 20;
+  bool allow_tf32 = true;  // fp32 convolutions and GEMMs may use TF32 tensor cores
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  // Median milliseconds of one run of the op, with inputs filled with data.
+  virtual Expected<double> time_op(const OpDesc& op) = 0;
+  // Median milliseconds of one run of every step in sequence.
+  virtual Expected<double> time_program(const Program& p, int warmup, int repeats) = 0;
+  virtual std::string fingerprint() const = 0;
+  virtual std::string device_name() const = 0;
+};
+
+// Fails with a clear message when CUDA was not compiled in or no device is usable.
+Expected<std::unique_ptr<Runtime>> create_runtime(const RuntimeOptions& opts);
+
+}  // namespace rlflow::cost::gpu

@@ -1,0 +1,281 @@
+// The host side of the cudnn backend: turns signatures and graphs into the plain descriptions the
+// CUDA code (C++17, src/cost/cuda) understands. Compiled with or without CUDA; without it,
+// gpu::create_runtime (src/cost/cuda_none.cpp) says so.
+#include <cfloat>
+#include <cmath>
+#include <map>
+
+#include "cuda/gpu_api.h"
+#include "rlflow/cost/cudnn_backend.h"
+#include "rlflow/cost/measure.h"
+
+namespace rlflow::cost {
+
+namespace {
+
+gpu::TensorDesc tensor(const ir::TensorType& t) {
+  gpu::TensorDesc d;
+  d.shape = t.shape;
+  d.elem_bytes = static_cast<int>(ir::dtype_size(t.dtype));
+  d.is_f32 = t.dtype == ir::DType::kFloat32;
+  d.is_int64 = t.dtype == ir::DType::kInt64;
+  return d;
+}
+
+double finite_or(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+
+Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
+  using ir::OpKind;
+  using gpu::Kind;
+  gpu::OpDesc d;
+  d.label = std::move(label);
+  for (const auto& t : s.inputs) d.inputs.push_back(tensor(t));
+  for (const auto& t : s.outputs) d.outputs.push_back(tensor(t));
+  auto need = [&](auto* p) -> Status {
+    if (!p) return Error::bad_input(d.label + ": parameters do not match the op kind");
+    return {};
+  };
+  switch (s.kind) {
+    case OpKind::kConv: {
+      const auto* p = std::get_if<ir::ConvParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kConv;
+      d.strides = p->strides;
+      d.pads = p->pads;
+      d.dilations = p->dilations;
+      d.group = p->group;
+      d.act = static_cast<gpu::Act>(static_cast<int>(p->act));
+      break;
+    }
+    case OpKind::kMatMul: d.kind = Kind::kMatMul; break;
+    case OpKind::kGemm: {
+      const auto* p = std::get_if<ir::GemmParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kGemm;
+      d.trans_a = p->trans_a;
+      d.trans_b = p->trans_b;
+      d.alpha = p->alpha;
+      d.beta = p->beta;
+      break;
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool: {
+      const auto* p = std::get_if<ir::PoolParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = s.kind == OpKind::kMaxPool ? Kind::kMaxPool : Kind::kAvgPool;
+      d.kernel = p->kernel;
+      d.strides = p->strides;
+      d.pads = p->pads;
+      d.count_include_pad = p->count_include_pad;
+      break;
+    }
+    case OpKind::kGlobalAveragePool: d.kind = Kind::kGlobalAvgPool; break;
+    case OpKind::kSoftmax: {
+      const auto* p = std::get_if<ir::AxisParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kSoftmax;
+      d.axis = p->axis;
+      break;
+    }
+    case OpKind::kLayerNorm:
+    case OpKind::kBatchNorm: {
+      const auto* p = std::get_if<ir::NormParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = s.kind == OpKind::kLayerNorm ? Kind::kLayerNorm : Kind::kBatchNorm;
+      d.axis = p->axis;
+      d.epsilon = p->epsilon;
+      break;
+    }
+    case OpKind::kReduceMean: {
+      const auto* p = std::get_if<ir::AxesParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kReduceMean;
+      d.axes = p->axes;
+      break;
+    }
+    case OpKind::kRelu: d.kind = Kind::kRelu; break;
+    case OpKind::kSigmoid: d.kind = Kind::kSigmoid; break;
+    case OpKind::kTanh: d.kind = Kind::kTanh; break;
+    case OpKind::kAdd: d.kind = Kind::kAdd; break;
+    case OpKind::kSub: d.kind = Kind::kSub; break;
+    case OpKind::kMul: d.kind = Kind::kMul; break;
+    case OpKind::kDiv: d.kind = Kind::kDiv; break;
+    case OpKind::kPow: d.kind = Kind::kPow; break;
+    case OpKind::kSqrt: d.kind = Kind::kSqrt; break;
+    case OpKind::kErf: d.kind = Kind::kErf; break;
+    case OpKind::kClip: {
+      const auto* p = std::get_if<ir::ClipParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kClip;
+      d.lo = finite_or(p->min, -FLT_MAX);
+      d.hi = finite_or(p->max, FLT_MAX);
+      break;
+    }
+    case OpKind::kScalarMul: {
+      const auto* p = std::get_if<ir::ScalarParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kScale;
+      d.value = p->value;
+      break;
+    }
+    case OpKind::kCast: d.kind = Kind::kCast; break;
+    case OpKind::kTranspose: {
+      const auto* p = std::get_if<ir::TransposeParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kTranspose;
+      d.perm = p->perm;
+      if (s.inputs.empty() || d.perm.size() != s.inputs[0].shape.size()) return Error::bad_input(d.label + ": Transpose perm");
+      break;
+    }
+    case OpKind::kSlice: {
+      const auto* p = std::get_if<ir::SliceParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      if (s.inputs.empty()) return Error::bad_input(d.label + ": Slice without input");
+      d.kind = Kind::kSlice;
+      const size_t r = s.inputs[0].shape.size();
+      d.starts.assign(r, 0);
+      d.steps.assign(r, 1);
+      for (size_t k = 0; k < p->axes.size() && k < p->starts.size() && k < p->steps.size(); ++k) {
+        const auto a = static_cast<size_t>(p->axes[k]);
+        if (a >= r) return Error::bad_input(d.label + ": Slice axis out of range");
+        d.starts[a] = p->starts[k];
+        d.steps[a] = p->steps[k];
+      }
+      break;
+    }
+    case OpKind::kPad: {
+      const auto* p = std::get_if<ir::PadParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      if (s.inputs.empty()) return Error::bad_input(d.label + ": Pad without input");
+      d.kind = Kind::kPad;
+      const size_t r = s.inputs[0].shape.size();
+      d.pad_begin.assign(p->pads.begin(), p->pads.begin() + static_cast<long>(std::min(r, p->pads.size())));
+      d.pad_begin.resize(r, 0);
+      d.pad_mode = static_cast<gpu::PadMode>(static_cast<int>(p->mode));
+      d.value = p->value;
+      break;
+    }
+    case OpKind::kEnlarge: {
+      const auto* p = std::get_if<ir::EnlargeParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      if (s.inputs.empty()) return Error::bad_input(d.label + ": Enlarge without input");
+      d.kind = Kind::kPad;  // a centred zero pad of the kernel's spatial dims
+      const auto& in = s.inputs[0].shape;
+      d.pad_begin.assign(in.size(), 0);
+      for (size_t i = 0; i < p->kernel.size() && 2 + i < in.size(); ++i) d.pad_begin[2 + i] = (p->kernel[i] - in[2 + i]) / 2;
+      break;
+    }
+    case OpKind::kGather:
+    case OpKind::kConcat: {
+      const auto* p = std::get_if<ir::AxisParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = s.kind == OpKind::kGather ? Kind::kGather : Kind::kConcat;
+      d.axis = p->axis;
+      break;
+    }
+    case OpKind::kSplit: {
+      const auto* p = std::get_if<ir::SplitParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kSplit;
+      d.axis = p->axis;
+      break;
+    }
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze: d.kind = Kind::kView; break;
+    case OpKind::kConstant: {
+      d.kind = Kind::kFill;
+      if (const auto* p = std::get_if<ir::ConstantParams>(&s.params)) d.value = p->value;
+      break;
+    }
+    case OpKind::kInput:
+    case OpKind::kWeight:
+    case OpKind::kOpaque:
+      return Error::internal(d.label + ": " + std::string(ir::op_name(s.kind)) + " has no kernel");
+  }
+  return d;
+}
+
+gpu::RuntimeOptions runtime_options(const GpuOptions& o) {
+  gpu::RuntimeOptions r;
+  r.device = o.device;
+  r.warmup = o.warmup;
+  r.repeats = o.repeats;
+  r.workspace_bytes = o.workspace_bytes;
+  r.allow_tf32 = o.allow_tf32;
+  return r;
+}
+
+class CudnnCostModel : public CostModel {
+ public:
+  explicit CudnnCostModel(std::unique_ptr<gpu::Runtime> rt) : rt_(std::move(rt)) {}
+  Expected<double> op_cost(const OpSignature& sig) override {
+    if (sig.kind == ir::OpKind::kOpaque) return kOpaqueCostMs;
+    if (sig.kind == ir::OpKind::kInput || sig.kind == ir::OpKind::kWeight) return 0.0;
+    auto d = to_desc(sig, std::string(ir::op_name(sig.kind)));
+    if (!d) return d.error();
+    return rt_->time_op(*d);
+  }
+  std::string device_fingerprint() const override { return rt_->fingerprint(); }
+  std::string name() const override { return "cudnn"; }
+
+ private:
+  std::unique_ptr<gpu::Runtime> rt_;
+};
+
+}  // namespace
+
+bool cudnn_backend_compiled() {
+#ifdef RLFLOW_HAVE_CUDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+Expected<std::unique_ptr<CostModel>> make_cudnn_cost_model(const GpuOptions& opts) {
+  auto rt = gpu::create_runtime(runtime_options(opts));
+  if (!rt) return rt.error();
+  return std::unique_ptr<CostModel>(std::make_unique<CudnnCostModel>(std::move(*rt)));
+}
+
+Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOptions& mo, const GpuOptions& opts) {
+  auto rt = gpu::create_runtime(runtime_options(opts));
+  if (!rt) return rt.error();
+  const auto constant = constant_nodes(g);
+  gpu::Program p;
+  std::map<ir::ValueRef, int> value_of;
+  GraphMeasurement m;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto id = static_cast<ir::NodeId>(i);
+    const auto& n = g.node(id);
+    std::vector<int> outs;
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      value_of[{id, static_cast<int32_t>(k)}] = static_cast<int>(p.values.size());
+      outs.push_back(static_cast<int>(p.values.size()));
+      p.values.push_back(tensor(n.outputs[k]));
+    }
+    // Folded values exist before the graph runs, like weights; opaque ops cannot run here, so
+    // their outputs are treated as given data too (and counted).
+    const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || n.kind == ir::OpKind::kOpaque || constant[i];
+    if (n.kind == ir::OpKind::kOpaque) ++m.skipped_opaque;
+    if (given) {
+      p.sources.insert(p.sources.end(), outs.begin(), outs.end());
+      continue;
+    }
+    auto d = to_desc(OpSignature::of(g, id, constant), ir::node_label(g, id));
+    if (!d) return d.error();
+    gpu::Program::Step step{std::move(*d), {}, std::move(outs)};
+    for (const auto& in : n.inputs) step.in.push_back(value_of.at(in));
+    p.steps.push_back(std::move(step));
+  }
+  auto ms = (*rt)->time_program(p, mo.warmup, mo.repeats);
+  if (!ms) return ms.error();
+  m.ms = *ms;
+  m.runs = std::max(1, mo.repeats);
+  m.method = "cudnn kernels in sequence on " + (*rt)->device_name() + " (CUDA events, median)";
+  return m;
+}
+
+}  // namespace rlflow::cost

@@ -1,0 +1,190 @@
+// Device profiles: locating, parsing (yaml-cpp) and writing them.
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "atomic_file.h"
+#include "rlflow/cost/analytic.h"
+#include "rlflow/util/hash.h"
+
+namespace rlflow::cost {
+
+namespace fs = std::filesystem;
+
+const Throughput& DeviceProfile::rate(ComputeClass c) const {
+  switch (c) {
+    case ComputeClass::kConv: return conv;
+    case ComputeClass::kMatMul: return matmul;
+    case ComputeClass::kVector: return vector;
+    case ComputeClass::kSpecial: return special;
+    case ComputeClass::kPool: return pool;
+  }
+  return vector;
+}
+
+const Throughput& DeviceProfile::rate(MemoryClass m) const { return m == MemoryClass::kLayout ? layout : stream; }
+
+uint64_t DeviceProfile::hash() const {
+  Hasher h;
+  h.add(name).add(device);
+  for (const auto* t : {&conv, &matmul, &vector, &special, &pool, &stream, &layout}) h.add_f(t->peak).add_f(t->efficiency);
+  h.add_f(kernel_overhead_us).add_f(view_overhead_us);
+  return h.digest();
+}
+
+Status DeviceProfile::validate() const {
+  auto bad = [&](const std::string& what) { return Error::bad_input("device profile '" + name + "': " + what); };
+  if (name.empty()) return Error::bad_input("device profile: missing name");
+  if (device != "cpu" && device != "gpu") return bad("device must be cpu or gpu, not '" + device + "'");
+  const std::pair<const char*, const Throughput*> rates[] = {
+      {"compute_gflops.conv", &conv}, {"compute_gflops.matmul", &matmul}, {"compute_gflops.vector", &vector},
+      {"compute_gflops.special", &special}, {"compute_gflops.pool", &pool},
+      {"memory_gbs.stream", &stream}, {"memory_gbs.layout", &layout}};
+  for (const auto& [key, t] : rates) {
+    if (!(std::isfinite(t->peak) && t->peak > 0)) return bad(std::string(key) + ".peak must be a positive number");
+    if (!(std::isfinite(t->efficiency) && t->efficiency > 0)) return bad(std::string(key) + ".efficiency must be a positive number");
+  }
+  if (!(std::isfinite(kernel_overhead_us) && kernel_overhead_us >= 0)) return bad("overhead_us.kernel must be >= 0");
+  if (!(std::isfinite(view_overhead_us) && view_overhead_us >= 0)) return bad("overhead_us.view must be >= 0");
+  return {};
+}
+
+std::string devices_dir() {
+  if (const char* env = std::getenv("RLFLOW_DEVICES"); env && *env) return env;
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / "configs" / "devices");
+    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / "devices");
+  }
+  candidates.push_back(fs::path("configs") / "devices");
+  for (const auto& c : candidates)
+    if (fs::is_directory(c, ec)) return fs::weakly_canonical(c, ec).string();
+  return candidates.back().string();
+}
+
+Expected<DeviceProfile> parse_profile(const std::string& text, const std::string& label) {
+  DeviceProfile p;
+  try {
+    const YAML::Node root = YAML::Load(text);
+    if (!root.IsMap()) return Error::bad_input(label + ": a device profile is a YAML mapping");
+    auto str = [&](const char* key, std::string* out, bool required) -> Status {
+      const auto n = root[key];
+      if (!n) return required ? Status(Error::bad_input(label + ": missing '" + key + "'")) : Status();
+      *out = n.as<std::string>();
+      return {};
+    };
+    RLFLOW_TRY_STATUS(str("name", &p.name, true));
+    RLFLOW_TRY_STATUS(str("device", &p.device, true));
+    RLFLOW_TRY_STATUS(str("description", &p.description, false));
+    RLFLOW_TRY_STATUS(str("source", &p.source, false));
+    RLFLOW_TRY_STATUS(str("calibration", &p.calibration, false));
+    auto rate = [&](const char* group, const char* key, Throughput* t) -> Status {
+      const auto n = root[group][key];
+      if (!n || !n.IsMap()) return Error::bad_input(label + ": missing '" + group + "." + key + "' {peak, efficiency}");
+      if (!n["peak"]) return Error::bad_input(label + ": missing '" + group + "." + key + ".peak'");
+      t->peak = n["peak"].as<double>();
+      t->efficiency = n["efficiency"] ? n["efficiency"].as<double>() : 1.0;
+      return {};
+    };
+    RLFLOW_TRY_STATUS(rate("compute_gflops", "conv", &p.conv));
+    RLFLOW_TRY_STATUS(rate("compute_gflops", "matmul", &p.matmul));
+    RLFLOW_TRY_STATUS(rate("compute_gflops", "vector", &p.vector));
+    RLFLOW_TRY_STATUS(rate("compute_gflops", "special", &p.special));
+    RLFLOW_TRY_STATUS(rate("compute_gflops", "pool", &p.pool));
+    RLFLOW_TRY_STATUS(rate("memory_gbs", "stream", &p.stream));
+    RLFLOW_TRY_STATUS(rate("memory_gbs", "layout", &p.layout));
+    const auto o = root["overhead_us"];
+    if (!o || !o["kernel"]) return Error::bad_input(label + ": missing 'overhead_us.kernel'");
+    p.kernel_overhead_us = o["kernel"].as<double>();
+    p.view_overhead_us = o["view"] ? o["view"].as<double>() : 0.0;
+  } catch (const YAML::Exception& e) {
+    return Error::bad_input(label + ": " + e.what());
+  }
+  auto st = p.validate();
+  if (!st) return st.error().with_context(label);
+  return p;
+}
+
+Expected<DeviceProfile> load_profile(const std::string& name_or_path) {
+  if (name_or_path.empty()) return Error::bad_input("empty device profile name");
+  const bool is_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml") ||
+                       name_or_path.ends_with(".yml");
+  const std::string path = is_path ? name_or_path : (fs::path(devices_dir()) / (name_or_path + ".yaml")).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    std::string known;
+    for (const auto& e : fs::directory_iterator(devices_dir(), ec))
+      if (e.path().extension() == ".yaml") known += (known.empty() ? "" : ", ") + e.path().stem().string();
+    return Error::bad_input("device profile '" + name_or_path + "' not found (" + path + ")" +
+                            (known.empty() ? "" : "; available: " + known));
+  }
+  auto text = detail::read_file(path);
+  if (!text) return text.error();
+  return parse_profile(*text, path);
+}
+
+namespace {
+
+// Shortest text that reads back as the same double.
+std::string num(double v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, p) : std::to_string(v);
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out + "\"";
+}
+
+std::string rate_line(const char* key, const Throughput& t, const char* unit, const char* why) {
+  char eff[32];
+  std::snprintf(eff, sizeof eff, "%.4g", t.effective());
+  return "  " + std::string(key) + ": {peak: " + num(t.peak) + ", efficiency: " + num(t.efficiency) + "}  # " + eff + " " + unit +
+         " effective; " + why + "\n";
+}
+
+}  // namespace
+
+std::string profile_yaml(const DeviceProfile& p) {
+  std::string y;
+  y += "# rlflow device profile for the analytic cost model (rlflow::cost::AnalyticCostModel).\n";
+  y += "# cost(op) = overhead_us.kernel + max(FLOPs / compute rate, bytes moved / memory rate);\n";
+  y += "# a rate is peak x efficiency. View ops (Reshape, Flatten, Squeeze, Unsqueeze) cost overhead_us.view.\n";
+  y += "name: " + quoted(p.name) + "\n";
+  y += "device: " + p.device + "  # cpu or gpu: which real backend this profile stands in for\n";
+  y += "description: " + quoted(p.description) + "\n";
+  y += "source: " + quoted(p.source) + "\n";
+  y += "compute_gflops:  # GFLOP/s (multiply-accumulate = 2 FLOPs)\n";
+  y += rate_line("conv", p.conv, "GFLOP/s", "Conv with a spatial window or stride");
+  y += rate_line("matmul", p.matmul, "GFLOP/s", "MatMul, Gemm and pointwise (1x1, stride 1) Conv: GEMMs");
+  y += rate_line("vector", p.vector, "GFLOP/s", "elementwise arithmetic, norms, softmax, reductions");
+  y += rate_line("special", p.special, "GFLOP/s", "transcendentals: Erf, Tanh, Sigmoid, Pow (1 FLOP per element)");
+  y += rate_line("pool", p.pool, "GFLOP/s", "MaxPool, AveragePool (1 FLOP per window element)");
+  y += "memory_gbs:  # GB/s (10^9 bytes), bytes read + written once by one kernel\n";
+  y += rate_line("stream", p.stream, "GB/s", "contiguous streaming ops (elementwise, norms, pooling, conv/matmul operands)");
+  y += rate_line("layout", p.layout, "GB/s", "data movement ops: Transpose, Concat, Split, Slice, Pad, Gather, Cast");
+  y += "overhead_us:\n";
+  y += "  kernel: " + num(p.kernel_overhead_us) + "  # microseconds added to every kernel (launch or dispatch)\n";
+  y += "  view: " + num(p.view_overhead_us) + "  # microseconds for a view op, which runs no kernel\n";
+  if (!p.calibration.empty()) y += "calibration: " + quoted(p.calibration) + "\n";
+  return y;
+}
+
+Status write_profile(const DeviceProfile& p, const std::string& path) {
+  RLFLOW_TRY_STATUS(p.validate());
+  return detail::write_file_atomic(path, profile_yaml(p));
+}
+
+}  // namespace rlflow::cost

@@ -1,0 +1,93 @@
+// FLOPs and bytes of one op, from its signature alone.
+#include "rlflow/cost/analytic.h"
+#include "rlflow/ir/summary.h"
+
+namespace rlflow::cost {
+
+namespace {
+
+double bytes_of(const ir::TensorType& t) { return static_cast<double>(t.numel()) * static_cast<double>(ir::dtype_size(t.dtype)); }
+
+double total_bytes(const std::vector<ir::TensorType>& ts) {
+  double b = 0;
+  for (const auto& t : ts) b += bytes_of(t);
+  return b;
+}
+
+// A 1x1, stride-1, undilated, ungrouped convolution is a GEMM over the pixels, and libraries run
+// it as one (ATen's CPU convolution sends it to its GEMM path at small batch; cuDNN's implicit
+// GEMM degenerates to a plain one).
+bool is_pointwise_conv(const OpSignature& s) {
+  const auto* p = std::get_if<ir::ConvParams>(&s.params);
+  if (!p || p->group != 1 || s.inputs.size() < 2) return false;
+  const auto& w = s.inputs[1].shape;
+  for (size_t i = 2; i < w.size(); ++i)
+    if (w[i] != 1) return false;
+  for (auto v : p->strides)
+    if (v != 1) return false;
+  for (auto v : p->dilations)
+    if (v != 1) return false;
+  for (auto v : p->pads)
+    if (v != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+double signature_flops(const OpSignature& s) { return ir::op_flops(s.kind, s.params, s.inputs, s.outputs); }
+
+OpWork op_work(const OpSignature& s) {
+  using ir::OpKind;
+  OpWork w;
+  w.flops = signature_flops(s);
+  w.bytes = total_bytes(s.inputs) + total_bytes(s.outputs);
+  switch (s.kind) {
+    case OpKind::kConv:
+      // A fused activation is applied to the accumulator before the store: no extra memory pass.
+      w.compute = is_pointwise_conv(s) ? ComputeClass::kMatMul : ComputeClass::kConv;
+      break;
+    case OpKind::kErf:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kPow:
+      w.compute = ComputeClass::kSpecial;
+      break;
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool:
+      w.compute = ComputeClass::kPool;
+      break;
+    case OpKind::kMatMul:
+    case OpKind::kGemm:
+      w.compute = ComputeClass::kMatMul;
+      break;
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+      w.view = true;
+      w.bytes = 0;
+      break;
+    case OpKind::kSlice:
+      // Only the selected elements are read.
+      w.memory = MemoryClass::kLayout;
+      w.bytes = 2 * total_bytes(s.outputs);
+      break;
+    case OpKind::kGather:
+      // Reads the indices and one data element per output element.
+      w.memory = MemoryClass::kLayout;
+      w.bytes = 2 * total_bytes(s.outputs) + (s.inputs.size() > 1 ? bytes_of(s.inputs[1]) : 0);
+      break;
+    case OpKind::kConstant:
+      w.bytes = total_bytes(s.outputs);
+      break;
+    case OpKind::kTranspose: case OpKind::kConcat: case OpKind::kSplit: case OpKind::kPad:
+    case OpKind::kEnlarge: case OpKind::kCast:
+      w.memory = MemoryClass::kLayout;
+      break;
+    default:
+      break;
+  }
+  return w;
+}
+
+}  // namespace rlflow::cost

@@ -1,0 +1,87 @@
+// The Z3 prover: shipped rules it must prove, false rules it must not, the timeout, the axiom table.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "rlflow/rules/library_io.h"
+#include "rlflow/rules/prover.h"
+
+using namespace rlflow;
+
+namespace {
+
+const rules::RuleLibrary& shipped() {
+  static rules::RuleLibrary lib = [] {
+    auto l = rules::load_library(RLFLOW_SOURCE_DIR "/configs/rules/default.json");
+    if (!l) throw std::runtime_error(l.error().message);
+    return std::move(*l);
+  }();
+  return lib;
+}
+
+const rules::Rule& shipped_rule(const std::string& name) {
+  auto* r = shipped().find(name);
+  if (!r) throw std::runtime_error("no rule " + name);
+  return *r;
+}
+
+// One rule from a JSON rule object (instances are irrelevant to proofs but the loader wants them).
+rules::Rule parse_rule(const std::string& rule_json) {
+  auto lib = rules::parse_library(R"({"format": "rlflow-rules", "version": 1, "rules": [)" + rule_json + "]}", "test");
+  if (!lib) throw std::runtime_error(lib.error().message);
+  return lib->rules.at(0);
+}
+
+rules::ProofOptions fast() {
+  rules::ProofOptions o;
+  o.timeout_s = 10;
+  return o;
+}
+
+std::string explain(const rules::ProofResult& p) {
+  std::ostringstream os;
+  os << p.rule << ": " << rules::outcome_name(p.outcome) << " in " << p.seconds << "s: " << p.message;
+  for (const auto& n : p.notes) os << "\n  note: " << n;
+  return os.str();
+}
+
+}  // namespace
+
+TEST(Prover, AxiomTableIsWellFormed) {
+  const auto& ax = rules::prover_axioms();
+  EXPECT_GE(ax.size(), 44u);
+  std::set<std::string> names;
+  for (const auto& a : ax) {
+    EXPECT_TRUE(names.insert(a.name).second) << "duplicate axiom " << a.name;
+    EXPECT_FALSE(a.why.empty()) << a.name;
+    EXPECT_FALSE(a.group.empty()) << a.name;
+  }
+}
+
+TEST(Prover, EveryAxiomIsDocumented) {
+  std::ifstream in(RLFLOW_SOURCE_DIR "/configs/rules/AXIOMS.md");
+  ASSERT_TRUE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (const auto& a : rules::prover_axioms()) EXPECT_NE(doc.find("`" + a.name + "`"), std::string::npos) << a.name << " is not in AXIOMS.md";
+}
+
+TEST(Prover, ProvesShippedRules) {
+  for (const char* name : {"conv_relu_fuse", "relu_relu_fuse", "transpose_transpose_fuse", "merge_parallel_matmul", "merge_parallel_conv"}) {
+    auto p = rules::prove_rule(shipped_rule(name), fast());
+    EXPECT_TRUE(p.proved()) << explain(p);
+  }
+}
+
+TEST(Prover, DoesNotProveFalseRules) {
+  // sigmoid is not tanh
+  auto r = shipped_rule("conv_sigmoid_fuse");
+  r.name = "conv_sigmoid_as_tanh";
+  r.target.nodes[0].params["act"] = rules::Expr::Ints({3});
+  auto p = rules::prove_rule(r, fast());
+  EXPECT_FALSE(p.proved()) << explain(p);
+  EXPECT_NE(p.outcome, rules::ProofOutcome::kError) << explain(p);
+}

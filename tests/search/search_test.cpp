@@ -1,0 +1,164 @@
+// Search strategies on small graphs whose optimum is known by construction. A per-kind cost
+// table and a few abstract rules make the landscape exact; semantics are not the point here.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "rlflow/ir/builder.h"
+#include "rlflow/rules/library_io.h"
+#include "rlflow/search/optimizer.h"
+
+using namespace rlflow;
+using namespace rlflow::ir;
+
+namespace {
+
+class TableCost : public cost::CostModel {
+ public:
+  explicit TableCost(std::map<OpKind, double> t) : table_(std::move(t)) {}
+  Expected<double> op_cost(const cost::OpSignature& sig) override {
+    ++calls;
+    auto it = table_.find(sig.kind);
+    return it == table_.end() ? 1.0 : it->second;
+  }
+  std::string device_fingerprint() const override { return "table"; }
+  std::string name() const override { return "table"; }
+  int calls = 0;
+
+ private:
+  std::map<OpKind, double> table_;
+};
+
+rules::RuleLibrary abstract_rules() {
+  // s2r: Sigmoid -> Relu; ss2e: Sigmoid(Sigmoid) -> Erf; s2t: Sigmoid -> Tanh; tt2r: Tanh(Tanh) -> Relu
+  const char* text = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "s2r", "source": [{"id": "s", "op": "Sigmoid", "inputs": ["x"]}],
+     "target": [{"id": "r", "op": "Relu", "inputs": ["x"]}], "outputs": {"s": "r"}},
+    {"name": "ss2e", "source": [{"id": "a", "op": "Sigmoid", "inputs": ["x"]}, {"id": "b", "op": "Sigmoid", "inputs": ["a"]}],
+     "target": [{"id": "e", "op": "Erf", "inputs": ["x"]}], "outputs": {"b": "e"}},
+    {"name": "s2t", "source": [{"id": "s", "op": "Sigmoid", "inputs": ["x"]}],
+     "target": [{"id": "t", "op": "Tanh", "inputs": ["x"]}], "outputs": {"s": "t"}},
+    {"name": "tt2r", "source": [{"id": "a", "op": "Tanh", "inputs": ["x"]}, {"id": "b", "op": "Tanh", "inputs": ["a"]}],
+     "target": [{"id": "r", "op": "Relu", "inputs": ["x"]}], "outputs": {"b": "r"}}]})";
+  auto lib = rules::parse_library(text, "test");
+  if (!lib) throw std::runtime_error(lib.error().message);
+  return std::move(*lib);
+}
+
+std::vector<const rules::Rule*> pick(const rules::RuleLibrary& lib, std::vector<std::string> names) {
+  std::vector<const rules::Rule*> out;
+  for (const auto& n : names) out.push_back(lib.find(n));
+  return out;
+}
+
+Graph two_sigmoids() {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {8}});
+  b.output(b.op(OpKind::kSigmoid, {b.op(OpKind::kSigmoid, {x})}), "y");
+  return b.build();
+}
+
+search::Result run(const std::string& strategy, const std::vector<const rules::Rule*>& rules, cost::CostModel& m,
+                   double alpha = 1.05, int64_t budget = 1000) {
+  search::SearchOptions so;
+  so.alpha = alpha;
+  auto opt = search::make_optimizer(strategy, rules, m, so);
+  if (!opt) throw std::runtime_error(opt.error().message);
+  search::Limits lim;
+  lim.budget = budget;
+  auto r = (*opt)->run(two_sigmoids(), lim);
+  if (!r) throw std::runtime_error(r.error().message);
+  return std::move(*r);
+}
+
+}  // namespace
+
+// Sigmoid 2, Relu 0.5, Erf 1.5: greedy takes ss2e (4 -> 1.5, the biggest single gain) and is
+// stuck; the optimum, two s2r steps (4 -> 2.5 -> 1.0), starts with a smaller gain.
+TEST(Search, GreedyTakesTheLargestImmediateGain) {
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+  auto r = run("greedy", pick(lib, {"s2r", "ss2e"}), m);
+  EXPECT_DOUBLE_EQ(r.initial_cost, 4.0);
+  EXPECT_DOUBLE_EQ(r.best_cost, 1.5);
+  ASSERT_EQ(r.steps.size(), 1u);
+  EXPECT_EQ(r.steps[0].rule, "ss2e");
+  EXPECT_EQ(r.stop, search::StopReason::kConverged);
+}
+
+TEST(Search, ExhaustiveAndTasoFindTheOptimumGreedyMisses) {
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+  auto ex = run("exhaustive", pick(lib, {"s2r", "ss2e"}), m);
+  EXPECT_DOUBLE_EQ(ex.best_cost, 1.0);
+  EXPECT_EQ(ex.stop, search::StopReason::kExhausted);
+  EXPECT_EQ(ex.report.unique_graphs, 5);  // SS, RS, SR, RR, E
+  auto taso = run("taso", pick(lib, {"s2r", "ss2e"}), m);
+  EXPECT_DOUBLE_EQ(taso.best_cost, 1.0);
+  EXPECT_EQ(taso.steps.size(), 2u);
+}
+
+// Sigmoid 2, Tanh 3, Relu 1: the only improvement (4 -> 1) needs two cost-increasing steps
+// (4 -> 5 -> 6) first. Greedy cannot move; taso finds it only when alpha admits cost 6 against
+// the best 4 (alpha > 1.5); exhaustive always does.
+TEST(Search, CostIncreasingStepsFirst) {
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 1.0}});
+  auto rules = pick(lib, {"s2t", "tt2r"});
+  auto g = run("greedy", rules, m);
+  EXPECT_DOUBLE_EQ(g.best_cost, 4.0);
+  EXPECT_TRUE(g.steps.empty());
+  auto tight = run("taso", rules, m, 1.05);
+  EXPECT_DOUBLE_EQ(tight.best_cost, 4.0);
+  EXPECT_EQ(tight.stop, search::StopReason::kConverged);
+  auto loose = run("taso", rules, m, 1.6);
+  EXPECT_DOUBLE_EQ(loose.best_cost, 1.0);
+  ASSERT_EQ(loose.steps.size(), 3u);
+  EXPECT_EQ(loose.steps[2].rule, "tt2r");
+  auto ex = run("exhaustive", rules, m);
+  EXPECT_DOUBLE_EQ(ex.best_cost, 1.0);
+}
+
+TEST(Search, StepsReplayToTheBestGraph) {
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 1.0}});
+  auto rules = pick(lib, {"s2t", "tt2r"});
+  auto r = run("taso", rules, m, 1.6);
+  auto again = search::replay(two_sigmoids(), rules, r.steps);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(structurally_equal(*again, r.best));
+}
+
+TEST(Search, BudgetAndReportsAreHonoured) {
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 1.0}});
+  auto r = run("exhaustive", pick(lib, {"s2t", "tt2r"}), m, 1.05, 2);
+  EXPECT_EQ(r.stop, search::StopReason::kBudget);
+  EXPECT_EQ(r.report.expanded, 2);
+  EXPECT_GT(r.report.generated, 0);
+  // Each distinct op signature is costed once per search (the memo), however often it recurs.
+  EXPECT_LE(m.calls, 3);
+}
+
+TEST(Search, UnknownStrategyAndBadAlphaAreUsageErrors) {
+  auto lib = abstract_rules();
+  TableCost m({});
+  auto rules = pick(lib, {"s2r"});
+  auto bad = search::make_optimizer("simulated-annealing", rules, m);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+  search::SearchOptions so;
+  so.alpha = 0.5;
+  EXPECT_FALSE(search::make_optimizer("taso", rules, m, so).ok());
+}
+
+TEST(Search, DuplicatesAreDroppedByStructure) {
+  // s2r at either of two locations of a symmetric graph leads to distinct graphs, but
+  // applying them in both orders reaches one graph: exhaustive must count it once.
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kRelu, 0.5}});
+  auto r = run("exhaustive", pick(lib, {"s2r"}), m);
+  EXPECT_EQ(r.report.unique_graphs, 4);  // SS, RS, SR, RR
+  EXPECT_GE(r.report.pruned, 1);
+  EXPECT_DOUBLE_EQ(r.best_cost, 1.0);
+}
