@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::cost {
 
@@ -35,7 +35,7 @@ std::string hex(uint64_t v) {
 Expected<json> read_cache(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return json{{"format", kFormat}, {"version", kVersion}, {"devices", json::object()}};
-  auto text = detail::read_file(path);
+  auto text = rlflow::read_file(path);
   if (!text) return text.error();
   json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error::bad_input(path + ": not valid JSON");
@@ -141,7 +141,8 @@ Status CachedCostModel::save_locked() {
   json& mine = j["devices"][fingerprint_];
   if (!mine.is_object()) mine = json::object();
   for (const auto& [h, e] : entries_) mine[hex(h)] = json{{"ms", e.ms}, {"sig", e.sig}};
-  RLFLOW_TRY_STATUS(detail::write_file_atomic(path_, j.dump(1)));
+  RLFLOW_TRY_STATUS(rlflow::ensure_parent_dir(path_));
+  RLFLOW_TRY_STATUS(rlflow::write_file_atomic(path_, j.dump(1)));
   dirty_ = false;
   last_save_ = std::chrono::steady_clock::now();
   return {};

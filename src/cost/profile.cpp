@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "atomic_file.h"
+#include "rlflow/util/file_io.h"
 #include "rlflow/cost/analytic.h"
 #include "rlflow/util/hash.h"
 
@@ -124,7 +124,7 @@ Expected<DeviceProfile> load_profile(const std::string& name_or_path) {
     return Error::bad_input("device profile '" + name_or_path + "' not found (" + path + ")" +
                             (known.empty() ? "" : "; available: " + known));
   }
-  auto text = detail::read_file(path);
+  auto text = rlflow::read_file(path);
   if (!text) return text.error();
   return parse_profile(*text, path);
 }
@@ -184,7 +184,8 @@ std::string profile_yaml(const DeviceProfile& p) {
 
 Status write_profile(const DeviceProfile& p, const std::string& path) {
   RLFLOW_TRY_STATUS(p.validate());
-  return detail::write_file_atomic(path, profile_yaml(p));
+  RLFLOW_TRY_STATUS(rlflow::ensure_parent_dir(path));
+  return rlflow::write_file_atomic(path, profile_yaml(p));
 }
 
 }  // namespace rlflow::cost

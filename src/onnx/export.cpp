@@ -175,7 +175,7 @@ Status Exporter::emit(NodeId id) {
         t->set_name(out);
         t->set_data_type(dtype_to_onnx(n.value->dtype()));
         for (auto d : n.value->shape()) t->add_dims(d);
-        // A one-byte placeholder until the weights are streamed: the checker wants a value field,
+        // One byte of data until the weights are streamed: the checker wants a value field,
         // and reads the contents of no tensor this large.
         t->set_raw_data(std::string(1, '\0'));
         bulk_->emplace_back(out, n.value);

@@ -9,6 +9,7 @@
 
 #include "rlflow/ir/tensor.h"
 #include "rlflow/util/expected.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::onnxio {
 
@@ -27,13 +28,5 @@ double attr_float(const onnx::NodeProto& n, const std::string& name, double dflt
 std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& dflt);
 std::optional<std::vector<int64_t>> attr_ints(const onnx::NodeProto& n, const std::string& name);
 
-Expected<std::string> read_file(const std::string& path);
-// Writes via a temporary file in the same directory and rename(2), so readers never see a
-// partial file and a failed write leaves any previous file intact. `write` fills the open file
-// descriptor; `check`, if given, inspects the complete temporary file before it is moved into
-// place, and an error from it discards the file.
-Status write_file_atomic(const std::string& path, const std::function<bool(int fd)>& write,
-                         const std::function<Status(const std::string& tmp_path)>& check = {});
-Status write_file_atomic(const std::string& path, const std::string& bytes);
 
 }  // namespace rlflow::onnxio

@@ -1,4 +1,5 @@
 #include "rlflow/rules/library_io.h"
+#include "rlflow/util/file_io.h"
 
 #include <unistd.h>
 
@@ -289,19 +290,7 @@ std::string dump_library(const RuleLibrary& lib) {
   return out;
 }
 
-Status save_library(const RuleLibrary& lib, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) return Error::bad_input("cannot write " + tmp);
-    f << dump_library(lib);
-    if (!f) return Error::bad_input("cannot write " + tmp);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Error::bad_input("cannot move " + tmp + " to " + path + ": " + ec.message());
-  return {};
-}
+Status save_library(const RuleLibrary& lib, const std::string& path) { return write_file_atomic(path, dump_library(lib)); }
 
 std::string default_library_path() {
   if (const char* env = std::getenv("RLFLOW_RULES"); env && *env) return env;

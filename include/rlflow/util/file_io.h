@@ -1,0 +1,23 @@
+#pragma once
+// Whole-file reads and atomic writes, shared by model export, rule files, profiles and caches.
+#include <functional>
+#include <string>
+
+#include "rlflow/util/expected.h"
+
+namespace rlflow {
+
+Expected<std::string> read_file(const std::string& path);
+
+// Writes via a temporary file in the same directory and rename(2), so readers never see a
+// partial file and a failed write leaves any previous file intact. `write` fills the open file descriptor; `check`, if given, inspects the complete
+// temporary file before it is moved into place, and an error from it discards the file.
+Status write_file_atomic(const std::string& path, const std::function<bool(int fd)>& write,
+                         const std::function<Status(const std::string& tmp_path)>& check = {});
+Status write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Creates the folders above `path` (for caches under ~/.cache); outputs the user names are not
+// given folders implicitly.
+Status ensure_parent_dir(const std::string& path);
+
+}  // namespace rlflow
