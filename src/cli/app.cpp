@@ -46,8 +46,8 @@ int run(int argc, char** argv) {
   c_opt->alias("optimize");
   c_opt->add_option("model", opt.model, "ONNX model")->required();
   c_opt->add_option("-o,--output", opt.output, "Where to write the optimised model")->required();
-  c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, or none (round trip)")
-      ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive"}))
+  c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, rl (a trained agent, --agent), or none (round trip)")
+      ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive", "rl"}))
       ->capture_default_str();
   c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->capture_default_str();
   c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->capture_default_str();
@@ -65,7 +65,27 @@ int run(int argc, char** argv) {
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->capture_default_str();
   c_opt->add_option("--atol", opt.atol, "Absolute tolerance of verification")->capture_default_str();
   c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->capture_default_str();
+  c_opt->add_option("--agent", opt.agent, "rl: the agent checkpoint (rlflow train-agent --out)");
+  c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->capture_default_str();
   c_opt->add_flag("--json", g.json, "Print one JSON document");
+
+  TrainAgentOptions train;
+  auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
+  c_train->add_option("--model", train.models, "ONNX model to train on (repeatable)")->required();
+  c_train->add_option("--config", train.config, "Agent hyperparameters (YAML; default: the values in configs/agent/ppo.yaml)");
+  c_train->add_option("--out", train.out, "Agent checkpoint to write (and to --resume from)")->required();
+  c_train->add_option("--log", train.log, "JSONL training log, one line per update (default: OUT.jsonl)");
+  c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->capture_default_str();
+  c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->capture_default_str();
+  c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
+  c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer, not just the default set");
+  c_train->add_option("--cost-model", train.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_train->add_flag("--deterministic", train.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_train->add_option("--device-profile", train.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_train->add_flag("--json", g.json, "Print one JSON document");
 
   RunOptions run;
   auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");
@@ -158,6 +178,7 @@ int run(int argc, char** argv) {
     if (c_info->parsed()) return cmd_info(g, info);
     if (c_opt->parsed()) return cmd_optimise(g, opt);
     if (c_run->parsed()) return cmd_run(g, run);
+    if (c_train->parsed()) return cmd_train_agent(g, train);
     if (c_rlist->parsed()) return cmd_rules_list(g, rules);
     if (c_rverify->parsed()) return cmd_rules_verify(g, rules);
     if (c_rbench->parsed()) return cmd_rules_bench(g, rules);

@@ -18,6 +18,7 @@
 #include "rlflow/cost/factory.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/rules/library_io.h"
+#include "rlflow/rl/agent.h"
 #include "rlflow/search/optimizer.h"
 
 namespace rlflow::cli {
@@ -52,8 +53,10 @@ std::string human(double v) {
   return buf;
 }
 
-Expected<ir::Graph> load(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                         onnxio::ImportStats* stats) {
+}  // namespace
+
+Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
+                               onnxio::ImportStats* stats) {
   auto parsed = parse_input_shapes(shapes);
   if (!parsed) return parsed.error();
   onnxio::ImportOptions io;
@@ -61,6 +64,16 @@ Expected<ir::Graph> load(const std::string& path, const std::vector<std::string>
   io.evaluator = &ex;
   return onnxio::import_model_file(path, io, stats);
 }
+
+std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules) {
+  std::vector<const rules::Rule*> out;
+  for (const auto& r : lib.rules)
+    if (r.status != rules::VerifyStatus::kRefuted && r.status != rules::VerifyStatus::kUnverified && (all_rules || r.in_default_set))
+      out.push_back(&r);
+  return out;
+}
+
+namespace {
 
 void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* after) {
   std::set<std::string> ops;
@@ -94,20 +107,26 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& gr
   const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
   auto lib = rules::load_library(rules_path);
   if (!lib) return lib.error();
-  std::vector<const rules::Rule*> rules;
-  for (const auto& r : lib->rules)
-    if (r.status != rules::VerifyStatus::kRefuted && r.status != rules::VerifyStatus::kUnverified && (o.all_rules || r.in_default_set))
-      rules.push_back(&r);
-  if (rules.empty()) return Error::bad_input(rules_path + ": no verified rules to search with");
+  auto rules = select_rules(*lib, o.all_rules);
+  if (rules.empty() && o.search != "rl") return Error::bad_input(rules_path + ": no verified rules to search with");
   cost::CostOptions co;
   co.kind = o.deterministic ? "analytic" : o.cost_model;
   co.deterministic = o.deterministic;
   co.device_profile = o.device_profile;
   auto model = cost::make_cost_model(co);
   if (!model) return model.error();
-  search::SearchOptions so;
-  so.alpha = o.alpha;
-  auto opt = search::make_optimizer(o.search, rules, **model, so);
+  Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
+  if (o.search == "rl") {
+    rl::RlSearchOptions ro;
+    ro.agent_path = o.agent;
+    ro.rollouts = o.rollouts;
+    ro.seed = o.seed;
+    opt = rl::make_rl_optimizer(ro, *lib, **model);
+  } else {
+    search::SearchOptions so;
+    so.alpha = o.alpha;
+    opt = search::make_optimizer(o.search, rules, **model, so);
+  }
   if (!opt) return opt.error();
   const bool tty = allow_progress && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
   if (tty)
@@ -122,7 +141,8 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& gr
   auto res = (*opt)->run(graph, lim);
   if (tty) std::fprintf(stderr, "\r%80s\r", "");
   if (!res) return res.error();
-  return SearchOutcome{std::move(*res), (*model)->name(), rules.size()};
+  const size_t used = o.search == "rl" ? rl::read_agent_info(o.agent)->rules.size() : rules.size();
+  return SearchOutcome{std::move(*res), (*model)->name(), used};
 }
 
 }  // namespace
@@ -157,7 +177,7 @@ std::string version_string() {
 int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
   exec::Executor ex;
   onnxio::ImportStats stats;
-  auto graph = load(o.model, o.input_shapes, ex, &stats);
+  auto graph = load_model(o.model, o.input_shapes, ex, &stats);
   if (!graph) return report_error(g, graph.error());
   const auto s = ir::summarize(*graph);
   json ins = json::array(), outs = json::array();
@@ -196,7 +216,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     return report_error(g, Error{ErrorCode::kUsage, "the output path is the input model; choose another -o"});
   exec::Executor ex;
   onnxio::ImportStats stats;
-  auto original = load(o.model, o.input_shapes, ex, &stats);
+  auto original = load_model(o.model, o.input_shapes, ex, &stats);
   if (!original) return report_error(g, original.error());
   const double t_import = seconds_since(t0);
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,

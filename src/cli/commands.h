@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "rlflow/ir/graph.h"
+#include "rlflow/exec/executor.h"
+#include "rlflow/onnx/model_io.h"
+#include "rlflow/rules/rule.h"
 #include "rlflow/util/expected.h"
 
 namespace rlflow::cli {
@@ -35,6 +38,26 @@ struct OptimiseOptions {
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
   // cost
+  std::string cost_model = "auto";
+  bool deterministic = false;
+  std::string device_profile;
+  // rl
+  std::string agent;
+  int rollouts = 4;
+};
+
+// `rlflow train-agent` (src/cli/cmd_rl.cpp).
+struct TrainAgentOptions {
+  std::vector<std::string> models;
+  std::vector<std::string> input_shapes;
+  std::string config;     // empty: the built-in defaults (= configs/agent/ppo.yaml)
+  std::string out;
+  std::string log;        // empty: OUT.jsonl
+  int64_t episodes = 200;
+  uint64_t seed = 0;
+  bool resume = false;
+  std::string rules_file;
+  bool all_rules = false;
   std::string cost_model = "auto";
   bool deterministic = false;
   std::string device_profile;
@@ -94,7 +117,14 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
+int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
 std::string version_string();
+
+// Imports an ONNX model with --input-shape specs, folding with `ex`.
+Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
+                               onnxio::ImportStats* stats = nullptr);
+// The verified rules of a library: its default set, or all of them.
+std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules);
 
 // "name:1,3,224,224" -> {name, shape}; several allowed.
 Expected<std::map<std::string, ir::Shape>> parse_input_shapes(const std::vector<std::string>& specs);

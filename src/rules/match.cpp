@@ -253,7 +253,11 @@ class Matcher {
     auto it = s->b.tensors.find(ref.var);
     if (it != s->b.tensors.end()) return it->second == v;
     auto spec = c_.r.vars.find(ref.var);
-    if (spec != c_.r.vars.end() && spec->second.constant && g_.node(v.node).kind != OpKind::kWeight) return false;
+    // A constant variable takes a weight, or any value computed from weights alone (an enlarged
+    // or concatenated kernel a previous rewrite made): it folds at export all the same, and
+    // accepting it lets multi-step sequences such as enlarge-then-merge go through.
+    if (spec != c_.r.vars.end() && spec->second.constant && !ix_.constant[static_cast<size_t>(v.node)])
+      return false;
     s->b.tensors[ref.var] = v;
     return true;
   }
@@ -301,8 +305,16 @@ bool match_less(const Match& a, const Match& b) {
 }  // namespace
 
 GraphIndex::GraphIndex(const Graph& g)
-    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()) {
-  for (size_t i = 0; i < g.size(); ++i) by_kind[static_cast<size_t>(g.node(static_cast<NodeId>(i)).kind)].push_back(static_cast<NodeId>(i));
+    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(g.size(), 0) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<NodeId>(i));
+    by_kind[static_cast<size_t>(n.kind)].push_back(static_cast<NodeId>(i));
+    // Same definition as Graph::is_constant, for every node in one pass.
+    if (n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && n.inputs.empty())) continue;
+    bool all = true;
+    for (const auto& in : n.inputs) all = all && constant[static_cast<size_t>(in.node)];
+    constant[i] = all ? 1 : 0;
+  }
   for (const auto& o : g.outputs()) output_indices[static_cast<size_t>(o.value.node)].push_back(o.value.index);
 }
 

@@ -1,0 +1,72 @@
+#pragma once
+// Training the model-free agent (GNN encoder + hierarchical PPO) and running a trained one as a
+// search strategy. No torch in this header.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlflow/rl/config.h"
+#include "rlflow/rules/rule.h"
+#include "rlflow/search/optimizer.h"
+
+namespace rlflow::rl {
+
+struct TrainModel {
+  std::string name;
+  ir::Graph graph;
+};
+
+struct TrainOptions {
+  std::vector<TrainModel> models;           // episodes cycle through them
+  std::vector<const rules::Rule*> rules;    // the xfers, in order
+  cost::CostModel* cost = nullptr;          // shared by the environments (locked)
+  PpoConfig config;
+  int64_t episodes = 200;                   // total, including those of a resumed run
+  uint64_t seed = 0;
+  std::string out;                          // checkpoint path (written atomically)
+  bool resume = false;                      // continue from `out`
+  std::string log_path;                     // JSONL, one line per update; empty: none
+};
+
+struct UpdateLog {
+  int64_t update = 0, episodes = 0, env_steps = 0;
+  double mean_return = 0, mean_improvement = 0, best_improvement = 0;  // improvements are fractions
+  double env_steps_per_s = 0, real_step_ms = 0, seconds = 0;
+  double policy_loss = 0, value_loss = 0, entropy = 0, approx_kl = 0, clip_fraction = 0;
+  int ppo_epochs = 0;
+  std::map<std::string, double> best_by_model;
+};
+using TrainProgress = std::function<void(const UpdateLog&)>;
+
+struct TrainSummary {
+  int64_t updates = 0, episodes = 0, env_steps = 0;
+  double seconds = 0, env_seconds = 0;
+  std::map<std::string, double> best_improvement;      // per model, over all training episodes
+  std::map<std::string, int64_t> episodes_to_best;     // episode at which that best was first reached
+  std::map<std::string, int64_t> env_steps_to_best;
+};
+
+Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& progress = {});
+
+struct AgentInfo {
+  PpoConfig config;
+  std::vector<std::string> rules;
+  std::vector<std::string> models;
+  int64_t updates = 0, episodes = 0, env_steps = 0;
+  uint64_t seed = 0;
+};
+Expected<AgentInfo> read_agent_info(const std::string& path);
+
+// `rlflow optimise --search rl`: a greedy rollout and `rollouts` sampled ones of the trained
+// policy; the best graph met on any of them wins. Rules are looked up by name in `lib`.
+struct RlSearchOptions {
+  std::string agent_path;
+  int rollouts = 4;
+  uint64_t seed = 0;
+};
+Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                               cost::CostModel& model);
+
+}  // namespace rlflow::rl

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""The RL benchmark: the trained agent next to greedy and TASO search, under one cost model.
+
+Per model (--models): `rlflow optimise --search greedy|taso --json`, then `rlflow train-agent` on that
+model alone, then `rlflow optimise --search rl --agent AGENT --rollouts K --json` with the new agent.
+Every run uses the same cost model (--cost-model, default analytic; --device-profile, default h100;
+--deterministic is passed when the cost model is analytic). Improvement = (before_ms - after_ms) /
+before_ms of the cost that optimise reports for its own result.
+
+Generalisation (--generalise [TRAIN ...] --eval EVAL): one agent trained on every TRAIN model together
+(train-agent with --model repeated), evaluated with --search rl on the held-out EVAL model next to
+greedy and TASO on EVAL. With --generalise alone only this runs (written to bench_rl_generalise.*);
+with --models given too, both tables run and go to bench_rl.*.
+
+Writes OUT_DIR/bench_rl.md (markdown tables), OUT_DIR/bench_rl.json (every number), the training curves
+OUT_DIR/bench_rl_<model>.png and OUT_DIR/bench_rl_generalise_<eval>.png (scripts/plot_training.py), and
+keeps the agents and their JSONL logs under OUT_DIR/rl/. A failing run becomes an "error: ..." cell of its row, never a crash; the exit status is 1
+when any run failed.
+
+    scripts/bench_rl [--models squeezenet1_1 resnet18] [--episodes 200] [--seed 0] [--rollouts 8]
+    scripts/bench_rl --generalise squeezenet1_1 resnet18 resnet50 --eval inception_v3 --episodes 200
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DEFAULT_MODELS = ["squeezenet1_1", "resnet18", "bert_base"]
+DEFAULT_TRAIN = ["squeezenet1_1", "resnet18", "resnet50"]
+DEFAULT_EVAL = "inception_v3"
+
+
+def log(msg: str) -> None:
+    print(f"[bench_rl] {msg}", file=sys.stderr, flush=True)
+
+
+def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:
+    """Runs `rlflow ARGS --json`. Returns {ok, doc, wall_s} or {ok: False, error, wall_s}; never raises."""
+    cmd = [binary, *args, "--json"]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:g} s", "wall_s": time.monotonic() - t0}
+    except OSError as e:
+        return {"ok": False, "error": f"cannot run {binary}: {e.strerror or e}", "wall_s": time.monotonic() - t0}
+    wall = time.monotonic() - t0
+    try:
+        doc = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        doc = None
+    if p.returncode == 0 and isinstance(doc, dict) and doc.get("ok", True):
+        return {"ok": True, "doc": doc, "wall_s": wall}
+    if isinstance(doc, dict) and doc.get("error"):
+        why = str(doc["error"])
+    else:
+        lines = [line for line in p.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else "no output"
+        if why.startswith("rlflow: error: "):
+            why = why[len("rlflow: error: "):]
+    code = p.returncode
+    if code < 0:
+        why = f"killed by signal {-code}: {why}"
+    return {"ok": False, "error": f"{why} (exit {code})", "wall_s": wall}
+
+
+def model_path(name: str) -> Path:
+    p = Path(name)
+    if p.suffix == ".onnx" or "/" in name:
+        return p if p.is_absolute() else (Path.cwd() / p)
+    return ROOT / "models" / f"{name}.onnx"
+
+
+def model_name(name: str) -> str:
+    return Path(name).stem if name.endswith(".onnx") else Path(name).name
+
+
+def cost_args(args) -> list[str]:
+    out = ["--cost-model", args.cost_model]
+    if args.device_profile:
+        out += ["--device-profile", args.device_profile]
+    if args.deterministic:
+        out += ["--deterministic"]
+    return out
+
+
+def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None = None) -> dict:
+    """One optimise run: {improvement, before_ms, after_ms, search_s, wall_s, ...} or {error, wall_s}."""
+    if not model.exists():
+        return {"error": f"{model}: missing (scripts/export_models {model.stem})"}
+    cmd = ["optimise", str(model), "-o", str(out), "--search", search, "--time-limit", str(args.time_limit),
+           *cost_args(args), *(extra or [])]
+    r = rlflow(args.binary, cmd, args.timeout)
+    if not r["ok"]:
+        return {"error": r["error"], "wall_s": r["wall_s"]}
+    doc = r["doc"]
+    cost = doc.get("cost") or {}
+    before, after = cost.get("before_ms"), cost.get("after_ms")
+    res = {"wall_s": r["wall_s"], "before_ms": before, "after_ms": after, "cost_model": cost.get("model"),
+           "search_s": ((doc.get("search_report") or {}).get("seconds") or {}).get("total"),
+           "stop": (doc.get("search_report") or {}).get("stop_reason"), "steps": len(doc.get("steps") or []),
+           "rules_applied": doc.get("rules_applied")}
+    if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
+        res["improvement"] = (before - after) / before
+    else:
+        res["error"] = f"no cost before/after in the optimise output ({cost!r})"
+    return res
+
+
+def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
+    """One fresh train-agent run (an old agent and log at those paths are removed first)."""
+    missing = [m for m in models if not m.exists()]
+    if missing:
+        return {"error": ", ".join(f"{m}: missing (scripts/export_models {m.stem})" for m in missing)}
+    agent.parent.mkdir(parents=True, exist_ok=True)
+    for p in (agent, log_path):  # train-agent appends to an existing log; this run starts afresh
+        if p.exists():
+            p.unlink()
+    cmd = ["train-agent", *[a for m in models for a in ("--model", str(m))], "--out", str(agent), "--log", str(log_path),
+           "--episodes", str(args.episodes), "--seed", str(args.seed), *cost_args(args)]
+    if args.config:
+        cmd += ["--config", args.config]
+    r = rlflow(args.binary, cmd, args.timeout)
+    if not r["ok"]:
+        return {"error": r["error"], "wall_s": r["wall_s"], "log": str(log_path)}
+    doc = r["doc"]
+
+    def by_model(key: str) -> dict:
+        # train-agent keys its per-model numbers by the path it was given; key them by model name here.
+        return {Path(k).stem: v for k, v in (doc.get(key) or {}).items()}
+
+    return {"wall_s": r["wall_s"], "seconds": doc.get("seconds"), "agent": doc.get("agent", str(agent)),
+            "log": doc.get("log", str(log_path)), "cost_model": doc.get("cost_model"), "rules": doc.get("rules"),
+            "updates": doc.get("updates"), "episodes": doc.get("episodes"), "env_steps": doc.get("env_steps"),
+            "real_step_ms": doc.get("real_step_ms"), "best_improvement": by_model("best_improvement"),
+            "episodes_to_best": by_model("episodes_to_best"), "env_steps_to_best": by_model("env_steps_to_best")}
+
+
+def plot(logs: list[str], out: Path, title: str) -> str | None:
+    """Training curves to `out`; returns an error message, or None."""
+    logs = [p for p in logs if p and Path(p).is_file() and Path(p).stat().st_size > 0]
+    if not logs:
+        return "no training log to plot"
+    try:
+        import plot_training
+
+        plot_training.plot(logs, out, title)
+    except Exception as e:  # noqa: BLE001 — a plot failure must not lose the benchmark's numbers
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def per_model(args, name: str, tmp: Path) -> dict:
+    model = model_path(name)
+    stem = model_name(name)
+    row: dict = {"model": stem, "path": str(model)}
+    for search in ("greedy", "taso"):
+        log(f"{stem}: optimise --search {search}")
+        row[search] = optimise(args, model, tmp / f"{stem}.{search}.onnx", search)
+    agent = args.out_dir / "rl" / f"{stem}.pt"
+    log(f"{stem}: train-agent --episodes {args.episodes} --seed {args.seed}")
+    row["train"] = train(args, [model], agent, agent.with_suffix(".jsonl"))
+    if "error" in row["train"]:
+        row["rl"] = {"error": "no agent (training failed)"}
+    else:
+        log(f"{stem}: optimise --search rl --rollouts {args.rollouts}")
+        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl",
+                             ["--agent", row["train"]["agent"], "--rollouts", str(args.rollouts)])
+    png = args.out_dir / f"bench_rl_{stem}.png"
+    err = plot([row["train"].get("log")], png, f"rlflow train-agent on {stem} ({args.episodes} episodes, seed {args.seed}, "
+                                              f"{args.cost_model} cost)")
+    row["plot"] = str(png) if err is None else None
+    if err:
+        row["plot_error"] = err
+    return row
+
+
+def generalise(args, tmp: Path) -> dict:
+    train_names = [model_name(n) for n in args.generalise]
+    stem = model_name(args.eval)
+    model = model_path(args.eval)
+    row: dict = {"eval": stem, "eval_path": str(model), "train_models": train_names}
+    tag = "+".join(train_names)
+    agent = args.out_dir / "rl" / f"generalise.{tag}.pt"
+    log(f"generalise: train-agent on {', '.join(train_names)} --episodes {args.episodes} --seed {args.seed}")
+    row["train"] = train(args, [model_path(n) for n in args.generalise], agent,
+                         args.out_dir / "rl" / f"generalise.{tag}.jsonl")
+    for search in ("greedy", "taso"):
+        log(f"generalise: {stem}: optimise --search {search}")
+        row[search] = optimise(args, model, tmp / f"{stem}.{search}.onnx", search)
+    if "error" in row["train"]:
+        row["rl"] = {"error": "no agent (training failed)"}
+    else:
+        log(f"generalise: {stem}: optimise --search rl --rollouts {args.rollouts} (held out)")
+        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl",
+                             ["--agent", row["train"]["agent"], "--rollouts", str(args.rollouts)])
+    png = args.out_dir / f"bench_rl_generalise_{stem}.png"
+    err = plot([row["train"].get("log")], png, f"rlflow train-agent on {', '.join(train_names)} (held out: {stem}; "
+                                              f"{args.episodes} episodes, seed {args.seed}, {args.cost_model} cost)")
+    row["plot"] = str(png) if err is None else None
+    if err:
+        row["plot_error"] = err
+    return row
+
+
+# ---- table -----------------------------------------------------------------------------------------
+
+def cell_err(msg: str) -> str:
+    return "error: " + str(msg).replace("|", "\\|").replace("\n", " ")
+
+
+def pct(res: dict) -> str:
+    if "error" in res:
+        return cell_err(res["error"])
+    return f"{100 * res['improvement']:.2f}"
+
+
+def num(v, fmt: str) -> str:
+    return "n/a" if not isinstance(v, (int, float)) else fmt.format(v)
+
+
+def vs_taso(row: dict) -> str:
+    rl, taso = row["rl"], row["taso"]
+    if "improvement" in rl and "improvement" in taso and "error" not in rl and "error" not in taso:
+        return f"{100 * (rl['improvement'] - taso['improvement']):+.2f}"
+    return "n/a"
+
+
+def train_cells(t: dict, models: list[str]) -> list[str]:
+    """training wall s, episodes to best, env steps to best, real env step ms."""
+    if "error" in t:
+        return [cell_err(t["error"]), "", "", ""]
+
+    def per(key: str) -> str:
+        d = t.get(key) or {}
+        if len(models) == 1:
+            return num(d.get(models[0]), "{}")
+        return ", ".join(f"{m}: {num(d.get(m), '{}')}" for m in models)
+
+    return [num(t.get("wall_s"), "{:.1f}"), per("episodes_to_best"), per("env_steps_to_best"),
+            num(t.get("real_step_ms"), "{:.3f}")]
+
+
+def rl_seconds(res: dict) -> str:
+    return "" if "error" in res else num(res.get("search_s"), "{:.2f}")
+
+
+def table_per_model(rows: list[dict]) -> str:
+    lines = ["| model | greedy % | taso % | rl % | rl vs taso (pp) | training wall s | episodes to best | "
+             "env steps to best | real env step ms | rl optimise s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["model"], pct(r["greedy"]), pct(r["taso"]), pct(r["rl"]), vs_taso(r),
+                 *train_cells(r["train"], [r["model"]]), rl_seconds(r["rl"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table_generalise(rows: list[dict]) -> str:
+    lines = ["| eval (held out) | trained on | greedy % | taso % | rl % | rl vs taso (pp) | training best % | "
+             "training wall s | episodes to best | env steps to best | real env step ms | rl optimise s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["train"]
+        best = "" if "error" in t else ", ".join(
+            f"{m}: {num(100 * v if isinstance(v, (int, float)) else None, '{:.2f}')}"
+            for m, v in ((m, (t.get("best_improvement") or {}).get(m)) for m in r["train_models"]))
+        cells = [r["eval"], ", ".join(r["train_models"]), pct(r["greedy"]), pct(r["taso"]), pct(r["rl"]), vs_taso(r),
+                 best, *train_cells(t, r["train_models"]), rl_seconds(r["rl"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def has_error(row: dict) -> bool:
+    return any("error" in (row.get(k) or {}) for k in ("greedy", "taso", "train", "rl"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", default=None,
+                    help=f"zoo names or .onnx paths, one agent each (default: {' '.join(DEFAULT_MODELS)}; "
+                         "not run with --generalise unless given)")
+    ap.add_argument("--generalise", nargs="*", default=None, metavar="TRAIN",
+                    help=f"train one agent on these models together (default: {' '.join(DEFAULT_TRAIN)}) "
+                         "and evaluate it on --eval")
+    ap.add_argument("--eval", default=DEFAULT_EVAL, help=f"held-out model of --generalise (default: {DEFAULT_EVAL})")
+    ap.add_argument("--episodes", type=int, default=200, help="train-agent --episodes (default 200)")
+    ap.add_argument("--seed", type=int, default=0, help="train-agent --seed (default 0)")
+    ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
+    ap.add_argument("--config", default=None, help="train-agent --config (agent hyperparameters YAML)")
+    ap.add_argument("--cost-model", default="analytic", choices=["auto", "cpu", "analytic", "cudnn"])
+    ap.add_argument("--device-profile", default="h100", help="analytic device profile (default h100; '' for none)")
+    ap.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+                    help="pass --deterministic (default: when the cost model is analytic)")
+    ap.add_argument("--time-limit", type=float, default=120, help="optimise --time-limit for greedy/taso/rl (default 120)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "results", help="results folder (default results/)")
+    ap.add_argument("--out", default=None, help="stem of the .md/.json files (default OUT_DIR/bench_rl, or "
+                                                "OUT_DIR/bench_rl_generalise when only --generalise runs)")
+    ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
+    args = ap.parse_args()
+    if args.deterministic is None:
+        args.deterministic = args.cost_model == "analytic"
+    if args.generalise is not None and not args.generalise:
+        args.generalise = list(DEFAULT_TRAIN)
+    if args.generalise is not None and model_name(args.eval) in {model_name(n) for n in args.generalise}:
+        print(f"bench_rl: error: --eval {args.eval} is one of the training models; it must be held out", file=sys.stderr)
+        return 2
+    if args.episodes < 1 or args.rollouts < 0:
+        print("bench_rl: error: --episodes must be >= 1 and --rollouts >= 0", file=sys.stderr)
+        return 2
+    run_models = args.models if args.models is not None else ([] if args.generalise is not None else DEFAULT_MODELS)
+    args.out_dir = args.out_dir.resolve()
+    (args.out_dir / "rl").mkdir(parents=True, exist_ok=True)
+    out_stem = Path(args.out) if args.out else args.out_dir / ("bench_rl" if run_models else "bench_rl_generalise")
+
+    config = {"cost_model": args.cost_model, "device_profile": args.device_profile or None,
+              "deterministic": args.deterministic, "episodes": args.episodes, "seed": args.seed,
+              "rollouts": args.rollouts, "time_limit_s": args.time_limit, "config": args.config,
+              "binary": args.binary, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    version = subprocess.run([args.binary, "--version"], capture_output=True, text=True).stdout.strip() \
+        if Path(args.binary).exists() else None
+    config["rlflow_version"] = version
+
+    rows, gen_rows = [], []
+    with tempfile.TemporaryDirectory(prefix="rlflow-bench-rl-") as tmp:
+        for name in run_models:
+            rows.append(per_model(args, name, Path(tmp)))
+            r = rows[-1]
+            log(f"{r['model']}: greedy {pct(r['greedy'])}, taso {pct(r['taso'])}, rl {pct(r['rl'])} (% improvement)")
+        if args.generalise is not None:
+            gen_rows.append(generalise(args, Path(tmp)))
+
+    note = (f"cost model {args.cost_model}"
+            + (f", device profile {args.device_profile}" if args.device_profile else "")
+            + (", deterministic" if args.deterministic else "")
+            + f"; {args.episodes} training episodes, seed {args.seed}; rl: {args.rollouts} rollouts; "
+              f"greedy/taso time limit {args.time_limit:g} s. Improvement = (before - after) / before of the cost.")
+    parts = []
+    if rows:
+        parts.append("## RL vs greedy / TASO (one agent per model)\n\n" + table_per_model(rows))
+    if gen_rows:
+        parts.append("## Generalisation (one agent, evaluated on a held-out model)\n\n" + table_generalise(gen_rows))
+    text = note + "\n\n" + "\n\n".join(parts)
+    out_stem.parent.mkdir(parents=True, exist_ok=True)
+    Path(str(out_stem) + ".md").write_text(text + "\n")
+    Path(str(out_stem) + ".json").write_text(json.dumps({"config": config, "per_model": rows, "generalise": gen_rows},
+                                                        indent=2, default=str))
+    print(text)
+    for r in rows + gen_rows:
+        if r.get("plot_error"):
+            log(f"plot of {r.get('model', r.get('eval'))} failed: {r['plot_error']}")
+    log(f"wrote {out_stem}.md, {out_stem}.json")
+    return 1 if any(has_error(r) for r in rows + gen_rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+#pragma once
+// Internal to rl (and its tests): acting, GAE, the PPO loss and the update.
+#include <random>
+#include <vector>
+
+#include "nets.h"
+#include "rlflow/rl/config.h"
+#include "rlflow/rl/environment.h"
+
+namespace rlflow::rl::ppo {
+
+// One step as PPO needs it again at update time. Both masks are stored, so the update
+// re-evaluates log-probabilities under exactly the masks the action was sampled with.
+struct Transition {
+  std::shared_ptr<const GraphFeatures> graph;
+  std::vector<uint8_t> xfer_mask;                     // N + 1
+  int xfer = 0, location = 0;
+  std::vector<uint8_t> location_mask;                 // the chosen xfer's locations (empty for NO-OP)
+  std::vector<std::vector<int32_t>> location_nodes;   // nodes each of those locations matched
+  float logp = 0, value = 0, reward = 0;
+  bool done = false;
+  float advantage = 0, ret = 0;                       // filled by compute_advantages
+};
+
+struct Choice {
+  Action action;
+  float logp = 0, value = 0;
+};
+
+// Picks an action for each observation: argmax of both heads (greedy) or a sample drawn with
+// `rng`. Masked actions have probability 0 and are never chosen.
+std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
+                        std::mt19937_64& rng);
+
+Transition make_transition(const Observation& o, const Choice& c);
+
+// Generalised advantage estimation over a flat sequence of steps; done[t] ends an episode
+// (no bootstrapping across it). Returns advantages; `returns` gets advantage + value.
+std::vector<float> gae(const std::vector<float>& rewards, const std::vector<float>& values, const std::vector<uint8_t>& done,
+                       double gamma, double lambda, std::vector<float>* returns);
+void compute_advantages(std::vector<Transition>& data, const PpoConfig& cfg);
+
+struct Evaluated {
+  torch::Tensor logp, entropy, value;  // [B] each
+};
+Evaluated evaluate(nets::PolicyNet& net, const std::vector<const Transition*>& batch, size_t L);
+
+struct LossTerms {
+  torch::Tensor total, policy, value, entropy, approx_kl, clip_fraction;
+};
+LossTerms ppo_loss(const Evaluated& ev, const torch::Tensor& old_logp, const torch::Tensor& advantages,
+                   const torch::Tensor& returns, const PpoConfig& cfg);
+
+struct UpdateStats {
+  double policy_loss = 0, value_loss = 0, entropy = 0, approx_kl = 0, clip_fraction = 0;
+  int epochs = 0, minibatches = 0;
+  bool early_stop = false;
+};
+UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,
+                   std::mt19937_64& rng);
+
+}  // namespace rlflow::rl::ppo
