@@ -85,7 +85,30 @@ int run(int argc, char** argv) {
   c_train->add_flag("--deterministic", train.deterministic, "Force the analytic cost model (exactly reproducible)");
   c_train->add_option("--device-profile", train.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
+  c_train->add_option("--temperature", train.temperature, "Dream temperature: mixture logits / T, Gaussian noise x sqrt(T)")->capture_default_str();
   c_train->add_flag("--json", g.json, "Print one JSON document");
+
+  TrainAgentOptions wmo;
+  wmo.episodes = 200;
+  auto* c_wm = app.add_subcommand("train-world-model", "Collect real rollouts and fit the MDN-RNN world model");
+  c_wm->add_option("--model", wmo.models, "ONNX model to collect rollouts on (repeatable)")->required();
+  c_wm->add_option("--out", wmo.out, "World model checkpoint to write (and to --resume from)")->required();
+  c_wm->add_option("--episodes", wmo.episodes, "Real episodes in the data set (reused from --data, topped up)")->capture_default_str();
+  c_wm->add_option("--config", wmo.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
+  c_wm->add_option("--data", wmo.data, "Rollout file, reused by later runs (default: OUT.data)");
+  c_wm->add_option("--agent", wmo.encoder_agent, "Take the (frozen) graph encoder and the xfers from this model-free agent");
+  c_wm->add_option("--log", wmo.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
+  c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->capture_default_str();
+  c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
+  c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer, not just the default set");
+  c_wm->add_option("--cost-model", wmo.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_wm->add_flag("--deterministic", wmo.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_wm->add_option("--device-profile", wmo.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c_wm->add_option("--input-shape", wmo.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_wm->add_flag("--json", g.json, "Print one JSON document");
 
   RunOptions run;
   auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");
@@ -179,6 +202,7 @@ int run(int argc, char** argv) {
     if (c_opt->parsed()) return cmd_optimise(g, opt);
     if (c_run->parsed()) return cmd_run(g, run);
     if (c_train->parsed()) return cmd_train_agent(g, train);
+    if (c_wm->parsed()) return cmd_train_world_model(g, wmo);
     if (c_rlist->parsed()) return cmd_rules_list(g, rules);
     if (c_rverify->parsed()) return cmd_rules_verify(g, rules);
     if (c_rbench->parsed()) return cmd_rules_bench(g, rules);

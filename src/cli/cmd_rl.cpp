@@ -10,45 +10,182 @@
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/rl/agent.h"
+#include "rlflow/rl/world_model.h"
 #include "rlflow/rules/library_io.h"
 
 namespace rlflow::cli {
 
 using json = nlohmann::json;
 
+namespace {
+
+// What every training command loads: models, the rule library and its selection, a cost model.
+struct Loaded {
+  std::vector<rl::TrainModel> models;
+  rules::RuleLibrary lib;
+  std::vector<const rules::Rule*> rules;
+  std::unique_ptr<cost::CostModel> cost;
+};
+
+Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
+  if (o.models.empty()) return Error{ErrorCode::kUsage, "at least one --model is needed"};
+  if (o.episodes < 1) return Error{ErrorCode::kUsage, "--episodes must be >= 1"};
+  Loaded l;
+  exec::Executor ex;
+  for (const auto& path : o.models) {
+    auto graph = load_model(path, o.input_shapes, ex);
+    if (!graph) return graph.error();
+    l.models.push_back({path, std::move(*graph)});
+  }
+  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
+  auto lib = rules::load_library(rules_path);
+  if (!lib) return lib.error();
+  l.lib = std::move(*lib);
+  l.rules = select_rules(l.lib, o.all_rules);
+  if (l.rules.empty()) return Error::bad_input(rules_path + ": no verified rules to train with");
+  cost::CostOptions co;
+  co.kind = o.deterministic ? "analytic" : o.cost_model;
+  co.deterministic = o.deterministic;
+  co.device_profile = o.device_profile;
+  auto model = cost::make_cost_model(co);
+  if (!model) return model.error();
+  l.cost = std::move(*model);
+  return l;
+}
+
+bool progress_wanted(const GlobalOptions& g) {
+  return !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+}
+
+int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& in) {
+  rl::DreamTrainOptions d;
+  if (!o.config.empty()) {
+    auto cfg = rl::load_ppo_config(o.config);
+    if (!cfg) return report_error(g, cfg.error());
+    d.config = *cfg;
+  }
+  d.world_model = o.world_model;
+  d.models = std::move(in.models);
+  d.library = &in.lib;
+  d.cost = in.cost.get();
+  d.episodes = o.episodes;
+  d.temperature = o.temperature;
+  d.seed = o.seed;
+  d.out = o.out;
+  d.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
+  const bool tty = progress_wanted(g);
+  rl::TrainProgress progress;
+  if (tty)
+    progress = [&](const rl::UpdateLog& u) {
+      std::fprintf(stderr, "\r[dream] episode %lld/%lld  dream return %.3f  real improvement %.2f%%  dream steps/s %.0f  %.0fs   ",
+                   static_cast<long long>(u.episodes), static_cast<long long>(o.episodes), u.mean_return, 100 * u.best_improvement,
+                   u.env_steps_per_s, u.seconds);
+    };
+  auto sum = rl::train_dream_agent(d, progress);
+  if (tty) std::fprintf(stderr, "\r%100s\r", "");
+  if (!sum) return report_error(g, sum.error());
+  if (g.json) {
+    std::cout << json{{"ok", true}, {"agent", o.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
+                      {"updates", sum->updates}, {"dream_episodes", sum->dream_episodes}, {"dream_steps", sum->dream_steps},
+                      {"dream_step_ms", sum->dream_step_ms}, {"seconds", sum->seconds}, {"dream_score", sum->dream_score},
+                      {"real_score", sum->real_score}, {"real_improvement", sum->real_improvement},
+                      {"real_eval_steps", sum->real_eval_steps}}
+                     .dump(2)
+              << std::endl;
+    return kOk;
+  }
+  std::printf("rlflow train-agent (dream, temperature %g) -> %s\n", o.temperature, o.out.c_str());
+  std::printf("%lld updates, %lld dream episodes, %lld dream steps (%.4f ms each) in %.1fs; dream score %.3f\n",
+              static_cast<long long>(sum->updates), static_cast<long long>(sum->dream_episodes), static_cast<long long>(sum->dream_steps),
+              sum->dream_step_ms, sum->seconds, sum->dream_score);
+  for (const auto& [name, imp] : sum->real_improvement)
+    std::printf("  %-40s real improvement (greedy rollout) %6.2f%%\n", name.c_str(), 100 * imp);
+  std::printf("real env steps spent on evaluation: %lld\n", static_cast<long long>(sum->real_eval_steps));
+  return kOk;
+}
+
+}  // namespace
+
+int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
+  auto in = load_inputs(o);
+  if (!in) return report_error(g, in.error());
+  rl::WorldModelTrainOptions w;
+  if (!o.config.empty()) {
+    auto cfg = rl::load_world_model_config(o.config);
+    if (!cfg) return report_error(g, cfg.error());
+    w.config = *cfg;
+  }
+  w.models = std::move(in->models);
+  w.rules = in->rules;
+  w.cost = in->cost.get();
+  w.encoder_agent = o.encoder_agent;
+  if (!o.encoder_agent.empty()) {
+    // The encoder agent fixes the rules (its xfers), whatever --rules/--all-rules say.
+    auto info = rl::read_agent_info(o.encoder_agent);
+    if (!info) return report_error(g, info.error());
+    w.rules.clear();
+    for (const auto& n : info->rules) {
+      const auto* r = in->lib.find(n);
+      if (!r) return report_error(g, Error::bad_input(o.encoder_agent + ": uses rule '" + n + "', which the rule library lacks"));
+      w.rules.push_back(r);
+    }
+  }
+  w.episodes = o.episodes;
+  w.seed = o.seed;
+  w.out = o.out;
+  w.data_path = o.data;
+  w.resume = o.resume;
+  w.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
+  const bool tty = progress_wanted(g);
+  std::function<void(const rl::WorldModelMetrics&)> progress;
+  if (tty)
+    progress = [&](const rl::WorldModelMetrics& m) {
+      std::fprintf(stderr, "\r[world model] epoch %d/%d  held-out NLL %.3f  reward MSE %.4f  mask accuracy %.4f  %.0fs   ", m.epoch,
+                   w.config.epochs, m.nll, m.reward_mse, m.mask_accuracy, m.seconds);
+    };
+  auto sum = rl::train_world_model(w, progress);
+  if (tty) std::fprintf(stderr, "\r%110s\r", "");
+  if (!sum) return report_error(g, sum.error());
+  const auto& m = sum->last;
+  if (g.json) {
+    std::cout << json{{"ok", true}, {"world_model", o.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
+                      {"real_steps", sum->real_steps}, {"real_step_ms", sum->real_step_ms}, {"collect_seconds", sum->collect_seconds},
+                      {"train_seconds", sum->train_seconds}, {"epochs", m.epoch}, {"heldout_nll", m.nll}, {"reward_mse", m.reward_mse},
+                      {"done_accuracy", m.done_accuracy}, {"mask_accuracy", m.mask_accuracy}, {"count_mae", m.count_mae},
+                      {"encoder", o.encoder_agent.empty() ? "random" : o.encoder_agent}}
+                     .dump(2)
+              << std::endl;
+    return kOk;
+  }
+  std::printf("rlflow train-world-model -> %s  (encoder: %s)\n", o.out.c_str(), o.encoder_agent.empty() ? "random, frozen" : o.encoder_agent.c_str());
+  std::printf("data: %lld episodes (%lld new, %lld real steps, %.2f ms per step, %.1fs)\n", static_cast<long long>(sum->episodes),
+              static_cast<long long>(sum->collected), static_cast<long long>(sum->real_steps), sum->real_step_ms, sum->collect_seconds);
+  std::printf("held-out after %d epochs (%.1fs): NLL %.3f, reward MSE %.4f, done accuracy %.4f, mask accuracy %.4f, count MAE %.3f\n", m.epoch,
+              sum->train_seconds, m.nll, m.reward_mse, m.done_accuracy, m.mask_accuracy, m.count_mae);
+  std::printf("log: %s\n", w.log_path.c_str());
+  return kOk;
+}
+
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
-  if (o.models.empty()) return report_error(g, Error{ErrorCode::kUsage, "train-agent needs at least one --model"});
-  if (o.episodes < 1) return report_error(g, Error{ErrorCode::kUsage, "--episodes must be >= 1"});
+  auto in = load_inputs(o);
+  if (!in) return report_error(g, in.error());
+  if (!o.world_model.empty()) return train_in_dream(g, o, *in);
   rl::TrainOptions t;
   if (!o.config.empty()) {
     auto cfg = rl::load_ppo_config(o.config);
     if (!cfg) return report_error(g, cfg.error());
     t.config = *cfg;
   }
-  exec::Executor ex;
-  for (const auto& path : o.models) {
-    auto graph = load_model(path, o.input_shapes, ex);
-    if (!graph) return report_error(g, graph.error());
-    t.models.push_back({path, std::move(*graph)});
-  }
-  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
-  auto lib = rules::load_library(rules_path);
-  if (!lib) return report_error(g, lib.error());
-  t.rules = select_rules(*lib, o.all_rules);
-  if (t.rules.empty()) return report_error(g, Error::bad_input(rules_path + ": no verified rules to train with"));
-  cost::CostOptions co;
-  co.kind = o.deterministic ? "analytic" : o.cost_model;
-  co.deterministic = o.deterministic;
-  co.device_profile = o.device_profile;
-  auto model = cost::make_cost_model(co);
-  if (!model) return report_error(g, model.error());
-  t.cost = model->get();
+  t.models = std::move(in->models);
+  t.rules = in->rules;
+  auto& model = in->cost;
+  t.cost = model.get();
   t.episodes = o.episodes;
   t.seed = o.seed;
   t.out = o.out;
   t.resume = o.resume;
   t.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
-  const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+  const bool tty = progress_wanted(g);
   rl::TrainProgress progress;
   if (tty)
     progress = [&](const rl::UpdateLog& u) {
@@ -56,7 +193,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
                    static_cast<long long>(u.episodes), static_cast<long long>(o.episodes), u.mean_return, 100 * u.best_improvement,
                    u.env_steps_per_s, u.seconds);
     };
-  spdlog::info("training on {} model(s), {} rules, cost model {}", t.models.size(), t.rules.size(), (*model)->name());
+  spdlog::info("training on {} model(s), {} rules, cost model {}", t.models.size(), t.rules.size(), model->name());
   auto sum = rl::train_agent(t, progress);
   if (tty) std::fprintf(stderr, "\r%100s\r", "");
   if (!sum) return report_error(g, sum.error());
@@ -65,7 +202,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
     std::cout << json{{"ok", true},
                       {"agent", o.out},
                       {"log", t.log_path},
-                      {"cost_model", (*model)->name()},
+                      {"cost_model", model->name()},
                       {"rules", t.rules.size()},
                       {"updates", sum->updates},
                       {"episodes", sum->episodes},
@@ -79,7 +216,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
               << std::endl;
     return kOk;
   }
-  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s)\n", o.out.c_str(), t.rules.size(), (*model)->name().c_str());
+  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s)\n", o.out.c_str(), t.rules.size(), model->name().c_str());
   std::printf("%lld updates, %lld episodes, %lld env steps in %.1fs (real env step %.2f ms)\n", static_cast<long long>(sum->updates),
               static_cast<long long>(sum->episodes), static_cast<long long>(sum->env_steps), sum->seconds, step_ms);
   for (const auto& [name, best] : sum->best_improvement)

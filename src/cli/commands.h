@@ -61,6 +61,12 @@ struct TrainAgentOptions {
   std::string cost_model = "auto";
   bool deterministic = false;
   std::string device_profile;
+  // model-based: train the controller in this world model's dream
+  std::string world_model;
+  double temperature = 1.0;
+  // train-world-model
+  std::string encoder_agent;
+  std::string data;
 };
 
 struct RunOptions {
@@ -118,6 +124,7 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
+int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o);
 std::string version_string();
 
 // Imports an ONNX model with --input-shape specs, folding with `ex`.

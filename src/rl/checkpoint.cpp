@@ -31,11 +31,24 @@ Expected<std::unique_ptr<torch::serialize::InputArchive>> open(const std::string
 }  // namespace
 
 Status save(const std::string& path, nets::PolicyNet& net, const torch::optim::Optimizer* opt, const nlohmann::json& meta) {
+  nlohmann::json m = meta;
+  if (!m.contains("kind")) m["kind"] = "policy";
+  return save(path, Modules{{"model", net.get()}}, opt, m);
+}
+
+Status load(const std::string& path, nets::PolicyNet& net, torch::optim::Optimizer* opt) {
+  return load(path, Modules{{"model", net.get()}}, opt);
+}
+
+Status save(const std::string& path, const Modules& modules, const torch::optim::Optimizer* opt, const nlohmann::json& meta) {
   std::ostringstream os;
   try {
-    torch::serialize::OutputArchive root, model, optim;
-    net->save(model);
-    root.write("model", model);
+    torch::serialize::OutputArchive root, optim;
+    for (const auto& [name, module] : modules) {
+      torch::serialize::OutputArchive a;
+      module->save(a);
+      root.write(name, a);
+    }
     if (opt) {
       opt->save(optim);
       root.write("optimizer", optim);
@@ -68,13 +81,15 @@ Expected<nlohmann::json> read_meta(const std::string& path) {
   return j;
 }
 
-Status load(const std::string& path, nets::PolicyNet& net, torch::optim::Optimizer* opt) {
+Status load(const std::string& path, const Modules& modules, torch::optim::Optimizer* opt) {
   auto a = open(path);
   if (!a) return a.error();
   try {
-    torch::serialize::InputArchive model;
-    (*a)->read("model", model);
-    net->load(model);
+    for (const auto& [name, module] : modules) {
+      torch::serialize::InputArchive m;
+      (*a)->read(name, m);
+      module->load(m);
+    }
     if (opt) {
       torch::serialize::InputArchive optim;
       (*a)->read("optimizer", optim);

@@ -1,10 +1,6 @@
-#include <yaml-cpp/yaml.h>
-
-#include <set>
-#include <sstream>
-
 #include "rlflow/rl/config.h"
 #include "rlflow/util/file_io.h"
+#include "yaml_fields.h"
 
 namespace rlflow::rl {
 
@@ -36,43 +32,12 @@ void visit_fields(PpoConfig& c, F&& f) {
   f("training.torch_threads", c.torch_threads);
 }
 
-std::pair<std::string, std::string> split_key(const std::string& k) {
-  auto dot = k.find('.');
-  return {k.substr(0, dot), k.substr(dot + 1)};
-}
-
 }  // namespace
 
 Expected<PpoConfig> parse_ppo_config(const std::string& text, const std::string& origin) {
-  PpoConfig c;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return Error::bad_input(origin + ": not valid YAML: " + e.what());
-  }
-  if (!root.IsMap() && !root.IsNull()) return Error::bad_input(origin + ": expected a mapping of sections");
-  std::string err;
-  std::set<std::string> known;
-  visit_fields(c, [&](const std::string& key, auto& field) {
-    auto [sec, name] = split_key(key);
-    known.insert(sec + "." + name);
-    if (!err.empty() || !root[sec] || !root[sec][name]) return;
-    try {
-      field = root[sec][name].template as<std::decay_t<decltype(field)>>();
-    } catch (const YAML::Exception&) {
-      err = origin + ": " + key + ": bad value '" + YAML::Dump(root[sec][name]) + "'";
-    }
-  });
-  if (!err.empty()) return Error::bad_input(err);
-  if (root.IsMap())
-    for (const auto& sec : root) {
-      const auto s = sec.first.as<std::string>();
-      if (!sec.second.IsMap()) return Error::bad_input(origin + ": section '" + s + "' must be a mapping");
-      for (const auto& kv : sec.second)
-        if (!known.count(s + "." + kv.first.as<std::string>()))
-          return Error::bad_input(origin + ": unknown setting '" + s + "." + kv.first.as<std::string>() + "'");
-    }
+  auto parsed = yaml_fields::parse<PpoConfig>(text, origin, [](PpoConfig& c, auto&& f) { visit_fields(c, f); });
+  if (!parsed) return parsed.error();
+  const PpoConfig& c = *parsed;
   if (c.env.reward != "dense" && c.env.reward != "final") return Error::bad_input(origin + ": env.reward must be dense or final");
   if (c.env.max_locations < 1 || c.env.max_steps < 1 || c.hidden < 4 || c.gnn_rounds < 1 || c.epochs < 1 ||
       c.minibatch < 1 || c.episodes_per_update < 1 || c.num_envs < 1 || c.checkpoint_every < 1 || c.torch_threads < 1)
@@ -89,15 +54,7 @@ Expected<PpoConfig> load_ppo_config(const std::string& path) {
 }
 
 std::string to_yaml(const PpoConfig& in) {
-  PpoConfig c = in;
-  YAML::Node root;
-  visit_fields(c, [&](const std::string& key, auto& field) {
-    auto [sec, name] = split_key(key);
-    root[sec][name] = field;
-  });
-  std::ostringstream os;
-  os << root;
-  return os.str();
+  return yaml_fields::print(in, [](PpoConfig& c, auto&& f) { visit_fields(c, f); });
 }
 
 }  // namespace rlflow::rl

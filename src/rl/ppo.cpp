@@ -5,8 +5,6 @@
 
 namespace rlflow::rl::ppo {
 
-namespace {
-
 torch::Tensor bool_rows(const std::vector<const std::vector<uint8_t>*>& rows, int64_t width) {
   auto t = torch::zeros({static_cast<int64_t>(rows.size()), width}, torch::kBool);
   auto a = t.accessor<bool, 2>();
@@ -14,6 +12,8 @@ torch::Tensor bool_rows(const std::vector<const std::vector<uint8_t>*>& rows, in
     for (size_t k = 0; k < std::min<size_t>(rows[b]->size(), static_cast<size_t>(width)); ++k) a[b][k] = (*rows[b])[k] != 0;
   return t;
 }
+
+namespace {
 
 // row b*L + l -> the batched ids of the nodes location l of graph b matched.
 nets::LocationIndex location_index(const std::vector<const std::vector<std::vector<int32_t>>*>& nodes,
@@ -34,6 +34,8 @@ nets::LocationIndex location_index(const std::vector<const std::vector<std::vect
   return li;
 }
 
+}  // namespace
+
 int sample_row(const float* p, const bool* mask, int64_t n, bool greedy, std::mt19937_64& rng) {
   int best = -1;
   double total = 0;
@@ -53,6 +55,8 @@ int sample_row(const float* p, const bool* mask, int64_t n, bool greedy, std::mt
   }
   return last;  // rounding: the last valid entry with mass
 }
+
+namespace {
 
 std::vector<std::vector<int32_t>> matched_nodes(const std::vector<rules::Match>& ms) {
   std::vector<std::vector<int32_t>> out;
@@ -121,9 +125,11 @@ Transition make_transition(const Observation& o, const Choice& c) {
   t.xfer_mask = o.xfer_mask;
   t.xfer = c.action.xfer;
   t.location = c.action.location;
+  t.latent = o.latent;
   if (c.action.xfer < o.num_xfers()) {
     t.location_mask = o.location_valid[static_cast<size_t>(c.action.xfer)];
-    t.location_nodes = matched_nodes(o.locations[static_cast<size_t>(c.action.xfer)]);
+    if (static_cast<size_t>(c.action.xfer) < o.locations.size())
+      t.location_nodes = matched_nodes(o.locations[static_cast<size_t>(c.action.xfer)]);
   }
   t.logp = c.logp;
   t.value = c.value;
@@ -213,6 +219,13 @@ LossTerms ppo_loss(const Evaluated& ev, const torch::Tensor& old_logp, const tor
 
 UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,
                    std::mt19937_64& rng) {
+  const size_t L = std::max<size_t>(cfg.env.max_locations, 1);
+  return update([&](const std::vector<const Transition*>& mb) { return evaluate(net, mb, L); }, net->parameters(), opt, data, cfg,
+                rng);
+}
+
+UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
+                   const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng) {
   UpdateStats s;
   const size_t T = data.size();
   if (T == 0) return s;
@@ -226,7 +239,6 @@ UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std
   }
   std::vector<size_t> order(T);
   std::iota(order.begin(), order.end(), size_t{0});
-  const size_t L = std::max<size_t>(cfg.env.max_locations, 1);
   double kl_sum = 0;
   int kl_n = 0;
   for (int epoch = 0; epoch < cfg.epochs; ++epoch) {
@@ -244,11 +256,11 @@ UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std
         a.push_back(adv[order[k]]);
         ret.push_back(t.ret);
       }
-      auto ev = evaluate(net, mb, L);
+      auto ev = eval(mb);
       auto loss = ppo_loss(ev, torch::tensor(old), torch::tensor(a), torch::tensor(ret), cfg);
       opt.zero_grad();
       loss.total.backward();
-      torch::nn::utils::clip_grad_norm_(net->parameters(), cfg.max_grad_norm);
+      torch::nn::utils::clip_grad_norm_(params, cfg.max_grad_norm);
       opt.step();
       s.policy_loss += loss.policy.item<double>();
       s.value_loss += loss.value.item<double>();

@@ -1,5 +1,6 @@
 #pragma once
 // Internal to rl (and its tests): acting, GAE, the PPO loss and the update.
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct Transition {
   float logp = 0, value = 0, reward = 0;
   bool done = false;
   float advantage = 0, ret = 0;                       // filled by compute_advantages
+  std::vector<float> latent;                          // latent-state policies (the dream controller)
 };
 
 struct Choice {
@@ -31,6 +33,10 @@ struct Choice {
 // `rng`. Masked actions have probability 0 and are never chosen.
 std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
                         std::mt19937_64& rng);
+
+// Index of the chosen entry of one probability row (argmax when greedy); -1 if none is valid.
+int sample_row(const float* p, const bool* mask, int64_t n, bool greedy, std::mt19937_64& rng);
+torch::Tensor bool_rows(const std::vector<const std::vector<uint8_t>*>& rows, int64_t width);
 
 Transition make_transition(const Observation& o, const Choice& c);
 
@@ -56,6 +62,11 @@ struct UpdateStats {
   int epochs = 0, minibatches = 0;
   bool early_stop = false;
 };
+using Evaluator = std::function<Evaluated(const std::vector<const Transition*>&)>;
+// PPO epochs over `data` for any actor-critic: `eval` re-evaluates a minibatch under the current
+// parameters `params`.
+UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
+                   const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng);
 UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,
                    std::mt19937_64& rng);
 

@@ -71,12 +71,18 @@ class RlOptimizer : public search::Optimizer {
 
 }  // namespace
 
+// src/rl/dream.cpp: agents trained in the world model's dream.
+Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                                  cost::CostModel& model);
+
 Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model) {
   if (o.agent_path.empty()) return Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"};
   if (o.rollouts < 0) return Error{ErrorCode::kUsage, "--rollouts must be >= 0"};
   auto info = read_agent_info(o.agent_path);
   if (!info) return info.error();
+  if (info->kind == "dream-controller") return make_dream_optimizer(o, lib, model);
+  if (info->kind != "policy") return Error::bad_input(o.agent_path + ": not an agent (a " + info->kind + "); train one with train-agent");
   std::vector<const rules::Rule*> rules;
   for (const auto& n : info->rules) {
     const auto* r = lib.find(n);

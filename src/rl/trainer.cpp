@@ -268,7 +268,8 @@ Expected<AgentInfo> read_agent_info(const std::string& path) {
   auto meta = checkpoint::read_meta(path);
   if (!meta) return meta.error();
   AgentInfo info;
-  auto cfg = parse_ppo_config(meta->value("config", ""), path);
+  info.kind = meta->value("kind", "policy");
+  auto cfg = parse_ppo_config(meta->value(info.kind == "world-model" ? "agent_config" : "config", ""), path);
   if (!cfg) return cfg.error();
   info.config = *cfg;
   info.rules = meta->value("rules", std::vector<std::string>{});

@@ -51,6 +51,7 @@ struct TrainSummary {
 Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& progress = {});
 
 struct AgentInfo {
+  std::string kind;  // policy (model-free) | dream-controller (model-based) | world-model
   PpoConfig config;
   std::vector<std::string> rules;
   std::vector<std::string> models;

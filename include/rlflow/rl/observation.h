@@ -28,9 +28,12 @@ GraphFeatures featurize(const ir::Graph& g, const std::vector<double>& node_cost
                         double step_fraction);
 
 // The action space of one state. Xfer x < N is rule x of the environment's rule list; x == N is
-// NO-OP. Location l of xfer x is valid iff l < locations[x].size() and location_valid[x][l].
+// NO-OP. Location l of xfer x is valid iff l < location_valid[x].size() and location_valid[x][l].
+// A real state carries the graph and its matches; a dream state (world model) carries a latent
+// vector instead, and its location_valid comes from the predicted location counts.
 struct Observation {
   std::shared_ptr<const GraphFeatures> graph;
+  std::vector<float> latent;
   std::vector<uint8_t> xfer_mask;                          // N + 1; NO-OP always valid
   std::vector<std::vector<rules::Match>> locations;        // per xfer, at most L matches
   std::vector<std::vector<uint8_t>> location_valid;        // per xfer, same length as locations[x]

@@ -1,0 +1,86 @@
+#pragma once
+// The model-based agent: an MDN-RNN world model learned from real rollouts, and a controller
+// trained inside it ("in the dream"). No torch in this header.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rlflow/rl/agent.h"
+
+namespace rlflow::rl {
+
+// configs/world_model.yaml documents every default.
+struct WorldModelConfig {
+  int lstm_hidden = 256;
+  int mixtures = 8;
+  double log_sigma_min = -5.0, log_sigma_max = 2.0;  // clamp of the mixture's log sigma
+  // loss = nll * NLL(z')/Z + reward * MSE(r / r_std) + done * BCE(done) + mask * BCE(mask') + count * MSE(log1p count')
+  double w_nll = 1.0, w_reward = 1.0, w_done = 1.0, w_mask = 1.0, w_count = 0.5;
+  double learning_rate = 1e-3;
+  int epochs = 40;
+  int batch_episodes = 16;
+  double holdout = 0.1;        // share of episodes kept out of training for the held-out metrics
+  double max_grad_norm = 1.0;
+  double noop_share = 0.05;    // the random data agent's probability of choosing NO-OP
+};
+Expected<WorldModelConfig> load_world_model_config(const std::string& path);
+Expected<WorldModelConfig> parse_world_model_config(const std::string& yaml_text, const std::string& origin);
+std::string to_yaml(const WorldModelConfig& c);
+
+struct WorldModelTrainOptions {
+  std::vector<TrainModel> models;
+  std::vector<const rules::Rule*> rules;  // must be the encoder agent's rules when one is given
+  cost::CostModel* cost = nullptr;
+  // The graph encoder: taken (frozen) from a trained model-free agent; empty: a seeded random
+  // encoder, frozen (random graph-network features; weaker).
+  std::string encoder_agent;
+  PpoConfig agent_config;  // env settings and encoder size when no agent is given
+  WorldModelConfig config;
+  int64_t episodes = 200;  // real episodes in the data set (reused from `data_path`, topped up)
+  uint64_t seed = 0;
+  std::string out, data_path, log_path;
+  bool resume = false;
+};
+
+struct WorldModelMetrics {
+  int epoch = 0;
+  double train_loss = 0;
+  double nll = 0, reward_mse = 0, done_accuracy = 0, mask_accuracy = 0, count_mae = 0;  // held-out
+  double seconds = 0;
+};
+
+struct WorldModelSummary {
+  int64_t episodes = 0, collected = 0, real_steps = 0;  // data set size, newly collected, their env steps
+  double collect_seconds = 0, real_step_ms = 0, train_seconds = 0;
+  WorldModelMetrics last;
+};
+
+Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o,
+                                              const std::function<void(const WorldModelMetrics&)>& progress = {});
+
+struct DreamTrainOptions {
+  std::string world_model;
+  std::vector<TrainModel> models;  // dreams start from their real initial states
+  const rules::RuleLibrary* library = nullptr;
+  cost::CostModel* cost = nullptr;
+  PpoConfig config;                // PPO settings; the env settings come from the world model
+  int64_t episodes = 2000;         // dream episodes
+  double temperature = 1.0;
+  uint64_t seed = 0;
+  std::string out, log_path;
+  int eval_every = 10;             // updates between greedy evaluations in the real environment
+};
+
+struct DreamSummary {
+  int64_t updates = 0, dream_episodes = 0, dream_steps = 0;
+  double dream_seconds = 0, dream_step_ms = 0, seconds = 0;
+  double dream_score = 0;                  // mean dream return of the last update's episodes
+  std::map<std::string, double> real_improvement;  // greedy rollout of the final controller, real env
+  double real_score = 0;                   // mean over models of real_improvement, in percent
+  int64_t real_eval_steps = 0;             // real env steps spent on evaluations
+};
+
+Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const TrainProgress& progress = {});
+
+}  // namespace rlflow::rl

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""The dream-temperature sweep (RLFlow table 5.2): agents trained inside one world model at several temperatures.
+
+1. The world model (skipped with --world-model WM): a model-free agent,
+   `rlflow train-agent --model M --out OUT_DIR/agent.pt --episodes A --seed 0 --deterministic --json`, whose frozen
+   graph encoder and xfers feed `rlflow train-world-model --model M --agent OUT_DIR/agent.pt --out OUT_DIR/wm.pt
+   --episodes W --seed 0 --deterministic --json` (an old wm.pt, its rollout data and log are removed first).
+2. Per temperature tau (--temperatures) and seed (0 .. --seeds - 1): `rlflow train-agent --world-model WM --model M
+   --out OUT_DIR/dream_t{tau}_s{seed}.pt --episodes D --temperature tau --seed seed --deterministic --json`.
+   dream score = mean dream return of the last PPO update; real score = improvement (percent) of the agent's greedy
+   rollout in the real environment.
+3. One row per tau: dream score and real score as mean +- std over the seeds (sample std, n - 1; 0 for one seed),
+   mean dream step ms and mean training seconds.
+
+Every run passes --device-profile (default h100; '' for none). Writes --md (markdown table, headed by the model,
+episodes and the world model's held-out metrics), --json-out (every number) and --png (dream score and real score
+against tau, std error bars, each seed as a dot). A failing run becomes an "error: ..." cell, never a crash; the exit
+status is 1 when any run failed.
+
+    scripts/temperature_sweep [--model models/bert_base.onnx] [--temperatures 0.1 0.5 1.0 1.5 2.0 3.0] [--seeds 5]
+    scripts/temperature_sweep --world-model results/temperature_sweep/wm.pt --dream-episodes 640
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DEFAULT_TEMPERATURES = [0.1, 0.5, 1.0, 1.5, 2.0, 3.0]
+WM_METRICS = ("heldout_nll", "reward_mse", "mask_accuracy")
+
+
+def log(msg: str) -> None:
+    print(f"[temperature_sweep] {msg}", file=sys.stderr, flush=True)
+
+
+def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:
+    """Runs `rlflow ARGS --json`. Returns {ok, doc, wall_s} or {ok: False, error, wall_s}; never raises."""
+    cmd = [binary, *args, "--json"]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {timeout:g} s", "wall_s": time.monotonic() - t0}
+    except OSError as e:
+        return {"ok": False, "error": f"cannot run {binary}: {e.strerror or e}", "wall_s": time.monotonic() - t0}
+    wall = time.monotonic() - t0
+    try:
+        doc = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        doc = None
+    if p.returncode == 0 and isinstance(doc, dict) and doc.get("ok", True):
+        return {"ok": True, "doc": doc, "wall_s": wall}
+    if isinstance(doc, dict) and doc.get("error"):
+        why = str(doc["error"])
+    else:
+        lines = [line for line in p.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else "no output"
+        if why.startswith("rlflow: error: "):
+            why = why[len("rlflow: error: "):]
+    code = p.returncode
+    if code < 0:
+        why = f"killed by signal {-code}: {why}"
+    return {"ok": False, "error": f"{why} (exit {code})", "wall_s": wall}
+
+
+def common_args(args) -> list[str]:
+    out = ["--model", str(args.model), "--deterministic"]
+    if args.device_profile:
+        out += ["--device-profile", args.device_profile]
+    return out
+
+
+def fresh(*paths: Path) -> None:
+    """Removes old outputs: train-agent appends to an existing log, train-world-model reuses its rollout data."""
+    for p in paths:
+        if p.exists():
+            p.unlink()
+
+
+def last_log_record(path: Path) -> dict:
+    """The last JSON object of a JSONL log ({} when there is none)."""
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError):
+        return {}
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            return rec
+    return {}
+
+
+def build_world_model(args) -> dict:
+    """Steps 1: {world_model, agent, heldout_nll, ...} or {error, ...}."""
+    agent, wm = args.out_dir / "agent.pt", args.out_dir / "wm.pt"
+    fresh(agent, Path(f"{agent}.jsonl"), wm, Path(f"{wm}.jsonl"), Path(f"{wm}.data"))
+    res: dict = {"built": True, "agent_episodes": args.agent_episodes, "wm_episodes": args.wm_episodes}
+    log(f"train-agent (model-free) --episodes {args.agent_episodes} -> {agent}")
+    r = rlflow(args.binary, ["train-agent", *common_args(args), "--out", str(agent), "--episodes",
+                             str(args.agent_episodes), "--seed", "0"], args.timeout)
+    res["agent_wall_s"] = r["wall_s"]
+    if not r["ok"]:
+        res["error"] = f"train-agent: {r['error']}"
+        return res
+    res["agent"] = r["doc"].get("agent", str(agent))
+    res["agent_doc"] = r["doc"]
+    log(f"train-world-model --episodes {args.wm_episodes} -> {wm}")
+    r = rlflow(args.binary, ["train-world-model", *common_args(args), "--agent", res["agent"], "--out", str(wm),
+                             "--episodes", str(args.wm_episodes), "--seed", "0"], args.timeout)
+    res["wm_wall_s"] = r["wall_s"]
+    if not r["ok"]:
+        res["error"] = f"train-world-model: {r['error']}"
+        return res
+    doc = r["doc"]
+    res["world_model"] = doc.get("world_model", str(wm))
+    res["wm_doc"] = doc
+    for k in (*WM_METRICS, "real_steps", "real_step_ms", "episodes"):
+        res[k] = doc.get(k)
+    return res
+
+
+def given_world_model(args) -> dict:
+    """--world-model: its held-out metrics come from the last line of its log (WM.jsonl), when there is one."""
+    wm = args.world_model
+    res: dict = {"built": False, "world_model": str(wm)}
+    if not wm.is_file():
+        res["error"] = f"{wm}: no such file"
+        return res
+    rec = last_log_record(Path(f"{wm}.jsonl"))
+    for k in WM_METRICS:
+        res[k] = rec.get(k)
+    return res
+
+
+def dream_run(args, wm: str, tau: float, seed: int) -> dict:
+    out = args.out_dir / f"dream_t{tau:g}_s{seed}.pt"
+    fresh(out, Path(f"{out}.jsonl"))
+    r = rlflow(args.binary, ["train-agent", "--world-model", wm, *common_args(args), "--out", str(out), "--episodes",
+                             str(args.dream_episodes), "--temperature", f"{tau:g}", "--seed", str(seed)], args.timeout)
+    run: dict = {"temperature": tau, "seed": seed, "wall_s": r["wall_s"]}
+    if not r["ok"]:
+        run["error"] = r["error"]
+        return run
+    doc = r["doc"]
+    for k in ("agent", "dream_score", "real_score", "dream_step_ms", "dream_steps", "seconds", "real_improvement",
+              "updates", "dream_episodes", "real_eval_steps"):
+        run[k] = doc.get(k)
+    missing = [k for k in ("dream_score", "real_score") if not isinstance(run.get(k), (int, float))]
+    if missing:
+        run["error"] = f"no {' / '.join(missing)} in the train-agent output"
+    return run
+
+
+# ---- table -----------------------------------------------------------------------------------------
+
+def cell_err(msg: str) -> str:
+    return "error: " + str(msg).replace("|", "\\|").replace("\n", " ")
+
+
+def stats(xs: list[float]) -> tuple[float, float] | None:
+    """(mean, sample std) or None; std is 0 for a single value."""
+    xs = [x for x in xs if isinstance(x, (int, float)) and math.isfinite(x)]
+    if not xs:
+        return None
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
+    return m, sd
+
+
+def summarise(tau: float, runs: list[dict]) -> dict:
+    ok = [r for r in runs if "error" not in r]
+    row: dict = {"temperature": tau, "seeds": len(runs), "ok": len(ok),
+                 "errors": [f"seed {r['seed']}: {r['error']}" for r in runs if "error" in r]}
+    for key in ("dream_score", "real_score", "dream_step_ms", "seconds"):
+        s = stats([r.get(key) for r in ok])
+        row[key] = None if s is None else {"mean": s[0], "std": s[1]}
+    return row
+
+
+def fmt_pm(v: dict | None, fmt: str) -> str:
+    return "n/a" if v is None else f"{fmt.format(v['mean'])} ± {fmt.format(v['std'])}"
+
+
+def fmt_mean(v: dict | None, fmt: str) -> str:
+    return "n/a" if v is None else fmt.format(v["mean"])
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| tau | dream score | real score % | dream step ms | seconds |", "|---|---|---|---|---|"]
+    for r in rows:
+        tau = f"{r['temperature']:g}"
+        if r["ok"] == 0:
+            err = cell_err(r["errors"][0] if r["errors"] else "no runs")
+            cells = [tau, err, err, "", ""]
+        else:
+            cells = [tau, fmt_pm(r["dream_score"], "{:.3f}"), fmt_pm(r["real_score"], "{:.2f}"),
+                     fmt_mean(r["dream_step_ms"], "{:.4f}"), fmt_mean(r["seconds"], "{:.1f}")]
+            if r["errors"]:  # some seeds failed: the numbers are over the others
+                cells[1] += f" ({r['ok']} of {r['seeds']} seeds; {cell_err('; '.join(r['errors']))})"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def num(v, fmt: str) -> str:
+    return "n/a" if not isinstance(v, (int, float)) else fmt.format(v)
+
+
+def header(args, wm: dict) -> str:
+    model = Path(args.model).stem
+    prof = f", device profile {args.device_profile}" if args.device_profile else ""
+    if "error" in wm and not wm.get("world_model"):
+        wm_text = f"world model: {cell_err(wm['error'])}"
+    else:
+        made = (f"built from a {wm['agent_episodes']}-episode model-free agent and {wm['wm_episodes']} real episodes"
+                if wm.get("built") else f"given ({wm.get('world_model')})")
+        wm_text = (f"world model {made}: held-out NLL {num(wm.get('heldout_nll'), '{:.4f}')}, "
+                   f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, "
+                   f"mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
+    return (f"Temperature sweep on {model}{prof}, deterministic (analytic cost); {args.dream_episodes} dream episodes "
+            f"per agent, seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
+            f"(%) of the greedy rollout in the real environment.")
+
+
+def plot(rows: list[dict], runs: list[dict], out: Path, title: str) -> str | None:
+    """Dream score and real score against tau; returns an error message, or None."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for ax, (key, name, colour) in zip(axes, (("dream_score", "dream score (mean dream return)", "C0"),
+                                                  ("real_score", "real score (% improvement)", "C1"))):
+            pts = [(r["temperature"], r[key]) for r in rows if r.get(key)]
+            if pts:
+                ax.errorbar([t for t, _ in pts], [v["mean"] for _, v in pts], yerr=[v["std"] for _, v in pts],
+                            color=colour, marker="o", capsize=4, label="mean ± std")
+                seeds = [(r["temperature"], r[key]) for r in runs
+                         if "error" not in r and isinstance(r.get(key), (int, float))]
+                ax.scatter([t for t, _ in seeds], [v for _, v in seeds], color=colour, alpha=0.3, s=14,
+                           label="seeds")
+                ax.legend(fontsize=8)
+            else:
+                ax.text(0.5, 0.5, "no successful runs", ha="center", va="center", transform=ax.transAxes,
+                        color="grey")
+            ax.set_xlabel("temperature tau")
+            ax.set_ylabel(name)
+            ax.set_title(name)
+            ax.grid(True, alpha=0.3)
+            if key == "real_score":
+                ax.axhline(0.0, color="grey", linewidth=0.6)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+    except Exception as e:  # noqa: BLE001 — a plot failure must not lose the sweep's numbers
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=ROOT / "models" / "bert_base.onnx",
+                    help="ONNX model (default models/bert_base.onnx)")
+    ap.add_argument("--temperatures", type=float, nargs="+", default=DEFAULT_TEMPERATURES,
+                    help=f"dream temperatures (default {' '.join(f'{t:g}' for t in DEFAULT_TEMPERATURES)})")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds 0 .. SEEDS-1 per temperature (default 5)")
+    ap.add_argument("--world-model", type=Path, default=None,
+                    help="use this world model (train-world-model --out) instead of building one")
+    ap.add_argument("--agent-episodes", type=int, default=80, help="episodes of the model-free agent (default 80)")
+    ap.add_argument("--wm-episodes", type=int, default=100, help="train-world-model --episodes (default 100)")
+    ap.add_argument("--dream-episodes", type=int, default=320, help="dream train-agent --episodes (default 320)")
+    ap.add_argument("--device-profile", default="h100", help="analytic device profile (default h100; '' for none)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
+    ap.add_argument("--out-dir", type=Path, default=ROOT / "results" / "temperature_sweep",
+                    help="checkpoints and logs (default results/temperature_sweep)")
+    ap.add_argument("--md", type=Path, default=ROOT / "results" / "temperature_sweep.md")
+    ap.add_argument("--json-out", type=Path, default=ROOT / "results" / "temperature_sweep.json")
+    ap.add_argument("--png", type=Path, default=ROOT / "results" / "temperature_sweep.png")
+    ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
+    args = ap.parse_args()
+    if args.seeds < 1 or min(args.agent_episodes, args.wm_episodes, args.dream_episodes) < 1:
+        print("temperature_sweep: error: --seeds and the episode counts must be >= 1", file=sys.stderr)
+        return 2
+    if any(not math.isfinite(t) or t <= 0 for t in args.temperatures):
+        print("temperature_sweep: error: temperatures must be > 0", file=sys.stderr)
+        return 2
+    args.model = args.model.resolve()
+    args.out_dir = args.out_dir.resolve()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.world_model is not None:
+        args.world_model = args.world_model.resolve()
+
+    config = {"model": str(args.model), "device_profile": args.device_profile or None, "deterministic": True,
+              "temperatures": args.temperatures, "seeds": args.seeds, "agent_episodes": args.agent_episodes,
+              "wm_episodes": args.wm_episodes, "dream_episodes": args.dream_episodes,
+              "world_model": str(args.world_model) if args.world_model else None, "binary": args.binary,
+              "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    config["rlflow_version"] = subprocess.run([args.binary, "--version"], capture_output=True, text=True).stdout.strip() \
+        if Path(args.binary).exists() else None
+
+    if not args.model.exists():
+        wm = {"error": f"{args.model}: missing (scripts/export_models {args.model.stem})"}
+    elif args.world_model is not None:
+        wm = given_world_model(args)
+    else:
+        wm = build_world_model(args)
+    if "error" in wm:
+        log(f"world model: {wm['error']}")
+    else:
+        log(f"world model {wm['world_model']}: held-out NLL {num(wm.get('heldout_nll'), '{:.4f}')}, "
+            f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
+
+    runs: list[dict] = []
+    for tau in args.temperatures:
+        for seed in range(args.seeds):
+            if "error" in wm:
+                runs.append({"temperature": tau, "seed": seed, "error": f"no world model ({wm['error']})"})
+                continue
+            log(f"tau {tau:g}, seed {seed}: train-agent --world-model --episodes {args.dream_episodes}")
+            run = dream_run(args, wm["world_model"], tau, seed)
+            runs.append(run)
+            if "error" in run:
+                log(f"tau {tau:g}, seed {seed}: {run['error']}")
+            else:
+                log(f"tau {tau:g}, seed {seed}: dream score {run['dream_score']:.3f}, "
+                    f"real score {run['real_score']:.2f}% ({num(run.get('seconds'), '{:.1f}')} s)")
+    rows = [summarise(tau, [r for r in runs if r["temperature"] == tau]) for tau in args.temperatures]
+
+    head = header(args, wm)
+    text = head + "\n\n" + table(rows)
+    args.md.parent.mkdir(parents=True, exist_ok=True)
+    args.md.write_text(text + "\n")
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps({"config": config, "world_model": wm, "rows": rows, "runs": runs},
+                                        indent=2, default=str))
+    err = plot(rows, runs, args.png, f"dream temperature sweep: {args.model.stem}, {args.dream_episodes} dream "
+                                     f"episodes, {args.seeds} seed(s)")
+    print(text)
+    if err:
+        log(f"plot failed: {err}")
+    log(f"wrote {args.md}, {args.json_out}" + ("" if err else f", {args.png}"))
+    return 1 if "error" in wm or any("error" in r for r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,399 @@
+#include "dream.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "checkpoint.h"
+#include "rlflow/rl/world_model.h"
+#include "world_model_data.h"
+
+namespace rlflow::rl::wm {
+
+DreamBatch::DreamBatch(WorldModelNet net, EnvConfig env, double reward_std, double tau)
+    : net_(std::move(net)), env_(std::move(env)), reward_std_(reward_std), tau_(tau) {}
+
+Observation DreamBatch::observe(int64_t row, const torch::Tensor& mask_prob, const torch::Tensor& log_count) const {
+  Observation o;
+  const int64_t N = net_->num_xfers, Z = net_->z_dim, H = net_->hidden;
+  o.latent.resize(static_cast<size_t>(Z + H));
+  auto z = z_[row].contiguous(), h = h_[row].contiguous();
+  std::copy(z.data_ptr<float>(), z.data_ptr<float>() + Z, o.latent.begin());
+  std::copy(h.data_ptr<float>(), h.data_ptr<float>() + H, o.latent.begin() + Z);
+  o.xfer_mask.assign(static_cast<size_t>(N + 1), 0);
+  o.location_valid.resize(static_cast<size_t>(N));
+  auto mp = mask_prob.contiguous();
+  auto lc = log_count.contiguous();
+  for (int64_t x = 0; x < N; ++x) {
+    if (mp.data_ptr<float>()[x] <= 0.5f) continue;
+    const double count = std::round(std::expm1(static_cast<double>(lc.data_ptr<float>()[x])));
+    const size_t k = static_cast<size_t>(std::clamp(count, 1.0, static_cast<double>(env_.max_locations)));
+    o.xfer_mask[static_cast<size_t>(x)] = 1;
+    o.location_valid[static_cast<size_t>(x)].assign(k, 1);
+  }
+  o.xfer_mask[static_cast<size_t>(N)] = 1;
+  return o;
+}
+
+std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts) {
+  const int64_t E = static_cast<int64_t>(starts.size()), N = net_->num_xfers, Z = net_->z_dim;
+  z_ = torch::empty({E, Z});
+  auto state = net_->initial(E);
+  h_ = state.h;
+  c_ = state.c;
+  t_.assign(static_cast<size_t>(E), 0);
+  std::vector<Observation> out;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& s = starts[static_cast<size_t>(e)];
+    std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
+    auto mp = torch::zeros({N}), lc = torch::zeros({N});
+    for (int64_t x = 0; x < N; ++x) {
+      mp[x] = s.xfer_mask[static_cast<size_t>(x)] ? 1.f : 0.f;
+      lc[x] = static_cast<float>(std::log1p(static_cast<double>(s.count[static_cast<size_t>(x)])));
+    }
+    out.push_back(observe(e, mp, lc));
+  }
+  return out;
+}
+
+std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::vector<Action>& actions) {
+  torch::NoGradGuard ng;
+  const int64_t B = static_cast<int64_t>(which.size()), N = net_->num_xfers;
+  std::vector<int64_t> rows(which.begin(), which.end()), xs;
+  std::vector<float> lf;
+  for (const auto& a : actions) {
+    xs.push_back(a.xfer);
+    lf.push_back(static_cast<float>(a.location) / static_cast<float>(env_.max_locations));
+  }
+  auto idx = torch::tensor(rows, torch::kInt64);
+  auto z = z_.index_select(0, idx);
+  WorldModelNetImpl::State s{h_.index_select(0, idx), c_.index_select(0, idx)};
+  auto [next, heads] = net_->step(z, net_->action_input(torch::tensor(xs, torch::kInt64), torch::tensor(lf)), s);
+  auto z_next = mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_);
+  z_.index_copy_(0, idx, z_next);
+  h_.index_copy_(0, idx, next.h);
+  c_.index_copy_(0, idx, next.c);
+  auto mask_prob = torch::sigmoid(heads.mask_logit);
+  auto done_prob = torch::sigmoid(heads.done_logit);
+  std::vector<Step> out(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    auto& st = out[static_cast<size_t>(b)];
+    const size_t e = which[static_cast<size_t>(b)];
+    const bool noop = actions[static_cast<size_t>(b)].xfer == N;
+    ++t_[e];
+    st.observation = observe(static_cast<int64_t>(e), mask_prob[b], heads.log_count[b]);
+    bool any = false;
+    for (int64_t x = 0; x < N; ++x) any = any || st.observation.xfer_mask[static_cast<size_t>(x)];
+    st.reward = noop ? 0.0 : heads.reward[b].item<double>() * reward_std_;
+    st.done = noop || done_prob[b].item<float>() > 0.5f || t_[e] >= env_.max_steps || !any;
+  }
+  return out;
+}
+
+DreamEnv::DreamEnv(WorldModelNet net, EnvConfig env, double reward_std, double tau, DreamStart start)
+    : batch_(std::move(net), env, reward_std, tau), env_(std::move(env)), start_(std::move(start)) {}
+
+Expected<Observation> DreamEnv::reset() {
+  last_ = batch_.reset({start_})[0];
+  return last_;
+}
+
+Expected<Step> DreamEnv::step(const Action& a) {
+  if (!last_.valid(a.xfer, a.location)) return Error::internal("invalid action in the dream: masked out");
+  auto s = std::move(batch_.step({0}, {a})[0]);
+  last_ = s.observation;
+  return s;
+}
+
+Expected<RealRollout> real_rollout(ControllerNet& ctrl, nets::GraphEncoder& enc, WorldModelNet& net, GraphEnv& env, bool greedy,
+                                   std::mt19937_64& rng) {
+  torch::NoGradGuard ng;
+  auto first = env.reset();
+  if (!first) return first.error();
+  Observation obs = std::move(*first);
+  auto state = net->initial(1);
+  RealRollout r;
+  r.initial_cost = env.initial_cost();
+  for (;;) {
+    auto z = encode(enc, {obs.graph.get()});
+    auto lat = torch::cat({z, state.h}, 1).contiguous();
+    obs.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
+    auto c = act(ctrl, {&obs}, greedy, rng)[0];
+    auto st = env.step(c.action);
+    if (!st) return st.error();
+    ++r.steps;
+    state = net->step(z, net->action_input(torch::tensor({static_cast<int64_t>(c.action.xfer)}, torch::kInt64),
+                                           torch::tensor({static_cast<float>(c.action.location) / static_cast<float>(env.max_locations())})),
+                      state)
+                .first;
+    if (st->done) break;
+    obs = std::move(st->observation);
+  }
+  r.best_cost = env.best_cost();
+  r.best = env.best_graph();
+  r.best_steps = env.best_steps();
+  return r;
+}
+
+}  // namespace rlflow::rl::wm
+
+namespace rlflow::rl {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct LoadedWorldModel {
+  json meta;
+  WorldModelConfig cfg;
+  PpoConfig agent_cfg;
+  std::vector<const rules::Rule*> rules;
+  nets::GraphEncoder encoder{nullptr};
+  wm::WorldModelNet net{nullptr};
+};
+
+Expected<LoadedWorldModel> load_world_model(const std::string& path, const rules::RuleLibrary& lib, const char* module_prefix = "") {
+  LoadedWorldModel w;
+  auto meta = checkpoint::read_meta(path);
+  if (!meta) return meta.error();
+  w.meta = *meta;
+  const std::string kind = meta->value("kind", "");
+  if (kind != "world-model" && kind != "dream-controller") return Error::bad_input(path + ": not a world model (kind " + kind + ")");
+  auto cfg = parse_world_model_config(meta->value(kind == "world-model" ? "config" : "world_model_config", ""), path);
+  if (!cfg) return cfg.error();
+  w.cfg = *cfg;
+  auto acfg = parse_ppo_config(meta->value("agent_config", ""), path);
+  if (!acfg) return acfg.error();
+  w.agent_cfg = *acfg;
+  for (const auto& n : meta->value("rules", std::vector<std::string>{})) {
+    const auto* r = lib.find(n);
+    if (!r) return Error::bad_input(path + ": uses rule '" + n + "', which the rule library lacks");
+    w.rules.push_back(r);
+  }
+  const int N = static_cast<int>(w.rules.size()), Z = meta->value("z_dim", 0);
+  w.encoder = nets::GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden, w.agent_cfg.gnn_rounds);
+  w.net = wm::WorldModelNet(Z, N, w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min, w.cfg.log_sigma_max);
+  if (auto st = checkpoint::load(path, {{"world_model", w.net.get()}, {"encoder", w.encoder.get()}}, nullptr); !st.ok()) return st.error();
+  w.encoder->eval();
+  return w;
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const TrainProgress& progress) {
+  if (!o.library || !o.cost) return Error::internal("train_dream_agent: no rule library or cost model");
+  if (o.models.empty()) return Error::bad_input("train-agent --world-model: no --model to start dreams from");
+  if (o.temperature <= 0) return Error{ErrorCode::kUsage, "--temperature must be positive"};
+  torch::set_num_threads(o.config.torch_threads);
+  torch::manual_seed(o.seed);
+  auto w = load_world_model(o.world_model, *o.library);
+  if (!w) return w.error();
+  if (w->meta.value("kind", "") != "world-model") return Error::bad_input(o.world_model + ": not a world model");
+  PpoConfig cfg = o.config;
+  cfg.env = w->agent_cfg.env;  // the dream simulates the environment the data came from
+  const int N = static_cast<int>(w->rules.size()), Z = w->meta.value("z_dim", 0);
+  const double reward_std = w->meta.value("reward_std", 1.0);
+  auto shared = locked_cost_model(*o.cost);
+  // Real initial states (one real reset per model): dreams start where real episodes start.
+  std::vector<std::unique_ptr<GraphEnv>> real;
+  std::vector<wm::DreamStart> starts;
+  for (const auto& m : o.models) {
+    real.push_back(std::make_unique<GraphEnv>(m.graph, w->rules, *shared, cfg.env));
+    auto obs = real.back()->reset();
+    if (!obs) return obs.error();
+    wm::DreamStart s;
+    auto z = wm::encode(w->encoder, {obs->graph.get()}).contiguous();
+    s.z.assign(z.data_ptr<float>(), z.data_ptr<float>() + z.numel());
+    s.xfer_mask = obs->xfer_mask;
+    std::vector<uint8_t> mask;
+    wm::state_masks(*obs, mask, s.count);
+    starts.push_back(std::move(s));
+  }
+  wm::ControllerNet ctrl(Z + w->cfg.lstm_hidden, N, cfg.hidden, static_cast<int>(cfg.env.max_locations));
+  torch::optim::Adam opt(ctrl->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
+  std::mt19937_64 rng(o.seed);
+  std::ofstream log;
+  if (!o.log_path.empty()) log.open(o.log_path, std::ios::app);
+  DreamSummary sum;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Dream steps are cheap: a whole update's episodes step as one batch.
+  const int per_update = std::max(cfg.episodes_per_update, 16);
+  std::map<std::string, double> real_best;
+  auto evaluate_real = [&]() -> Status {
+    double total = 0;
+    for (size_t m = 0; m < real.size(); ++m) {
+      auto r = wm::real_rollout(ctrl, w->encoder, w->net, *real[m], true, rng);
+      if (!r) return r.error();
+      sum.real_eval_steps += r->steps;
+      const double imp = (r->initial_cost - r->best_cost) / std::max(r->initial_cost, 1e-30);
+      sum.real_improvement[o.models[m].name] = imp;
+      total += imp;
+    }
+    sum.real_score = 100 * total / static_cast<double>(real.size());
+    return {};
+  };
+  while (sum.dream_episodes < o.episodes) {
+    const int64_t E = std::min<int64_t>(per_update, o.episodes - sum.dream_episodes);
+    wm::DreamBatch batch(w->net, cfg.env, reward_std, o.temperature);
+    std::vector<wm::DreamStart> st;
+    for (int64_t e = 0; e < E; ++e) st.push_back(starts[static_cast<size_t>((sum.dream_episodes + e) % static_cast<int64_t>(starts.size()))]);
+    auto obs = batch.reset(st);
+    std::vector<std::vector<ppo::Transition>> eps(static_cast<size_t>(E));
+    std::vector<size_t> active;
+    for (int64_t e = 0; e < E; ++e) active.push_back(static_cast<size_t>(e));
+    const auto td = std::chrono::steady_clock::now();
+    double returns = 0;
+    int64_t steps = 0;
+    double step_seconds = 0;
+    while (!active.empty()) {
+      std::vector<const Observation*> op;
+      for (auto e : active) op.push_back(&obs[e]);
+      auto choices = wm::act(ctrl, op, false, rng);
+      std::vector<Action> acts;
+      for (const auto& c : choices) acts.push_back(c.action);
+      const auto ts = std::chrono::steady_clock::now();
+      auto steps_out = batch.step(active, acts);
+      step_seconds += since(ts);
+      std::vector<size_t> still;
+      for (size_t k = 0; k < active.size(); ++k) {
+        const size_t e = active[k];
+        auto tr = ppo::make_transition(obs[e], choices[k]);
+        tr.reward = static_cast<float>(steps_out[k].reward);
+        tr.done = steps_out[k].done;
+        returns += steps_out[k].reward;
+        ++steps;
+        eps[e].push_back(std::move(tr));
+        if (!steps_out[k].done) {
+          obs[e] = std::move(steps_out[k].observation);
+          still.push_back(e);
+        }
+      }
+      active = std::move(still);
+    }
+    const double t_collect = since(td);
+    std::vector<ppo::Transition> data;
+    for (auto& e : eps)
+      for (auto& t : e) data.push_back(std::move(t));
+    ppo::compute_advantages(data, cfg);
+    auto us = ppo::update([&](const std::vector<const ppo::Transition*>& mb) { return wm::evaluate(ctrl, mb); }, ctrl->parameters(), opt,
+                          data, cfg, rng);
+    ++sum.updates;
+    sum.dream_episodes += E;
+    sum.dream_steps += steps;
+    sum.dream_seconds += step_seconds;
+    sum.dream_score = returns / static_cast<double>(E);
+    const bool last = sum.dream_episodes >= o.episodes;
+    if (sum.updates % o.eval_every == 0 || last)
+      if (auto s = evaluate_real(); !s.ok()) return s.error();
+    UpdateLog u;
+    u.update = sum.updates;
+    u.episodes = sum.dream_episodes;
+    u.env_steps = sum.dream_steps;
+    u.mean_return = sum.dream_score;
+    u.best_improvement = sum.real_score / 100;
+    u.best_by_model = sum.real_improvement;
+    u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
+    u.seconds = since(t0);
+    u.policy_loss = us.policy_loss;
+    u.value_loss = us.value_loss;
+    u.entropy = us.entropy;
+    u.approx_kl = us.approx_kl;
+    u.clip_fraction = us.clip_fraction;
+    u.ppo_epochs = us.epochs;
+    if (log)
+      log << json{{"update", u.update}, {"episodes", u.episodes}, {"dream_steps", u.env_steps}, {"mean_return", u.mean_return},
+                  {"dream_score", u.mean_return}, {"real_score", sum.real_score}, {"best_improvement", u.best_improvement},
+                  {"best_by_model", u.best_by_model}, {"env_steps_per_s", u.env_steps_per_s},
+                  {"dream_step_ms", steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0}, {"policy_loss", u.policy_loss},
+                  {"value_loss", u.value_loss}, {"entropy", u.entropy}, {"approx_kl", u.approx_kl}, {"clip_fraction", u.clip_fraction},
+                  {"ppo_epochs", u.ppo_epochs}, {"seconds", u.seconds}}
+                 .dump()
+          << "\n"
+          << std::flush;
+    if (progress) progress(u);
+  }
+  sum.seconds = since(t0);
+  sum.dream_step_ms = sum.dream_steps ? 1e3 * sum.dream_seconds / static_cast<double>(sum.dream_steps) : 0.0;
+  std::vector<std::string> rule_names;
+  for (const auto* r : w->rules) rule_names.push_back(r->name);
+  json meta = {{"kind", "dream-controller"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(w->agent_cfg)},
+               {"world_model_config", to_yaml(w->cfg)}, {"rules", rule_names}, {"z_dim", Z}, {"temperature", o.temperature},
+               {"seed", o.seed}, {"world_model", o.world_model}, {"reward_std", reward_std},
+               {"counters", {{"update", sum.updates}, {"episodes", sum.dream_episodes}, {"env_steps", sum.dream_steps}}},
+               {"real_score", sum.real_score}, {"dream_score", sum.dream_score}};
+  if (auto s = checkpoint::save(o.out, {{"controller", ctrl.get()}, {"encoder", w->encoder.get()}, {"world_model", w->net.get()}}, &opt, meta);
+      !s.ok())
+    return s.error();
+  return sum;
+}
+
+// Used by rl_search for "dream-controller" agents.
+Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                                  cost::CostModel& model);
+
+namespace {
+
+class DreamControllerOptimizer : public search::Optimizer {
+ public:
+  DreamControllerOptimizer(LoadedWorldModel w, wm::ControllerNet ctrl, PpoConfig cfg, cost::CostModel& model, RlSearchOptions o)
+      : w_(std::move(w)), ctrl_(std::move(ctrl)), cfg_(std::move(cfg)), model_(model), o_(std::move(o)) {}
+  std::string name() const override { return "rl"; }
+  Expected<search::Result> run(const ir::Graph& g, const search::Limits& limits) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::set_num_threads(cfg_.torch_threads);
+    GraphEnv env(g, w_.rules, model_, cfg_.env);
+    std::mt19937_64 rng(o_.seed);
+    search::Result r;
+    r.best = g;
+    for (int k = 0; k <= o_.rollouts; ++k) {
+      if (limits.time_limit_s > 0 && since(t0) > limits.time_limit_s) {
+        r.stop = search::StopReason::kTimeLimit;
+        break;
+      }
+      auto ro = wm::real_rollout(ctrl_, w_.encoder, w_.net, env, k == 0, rng);
+      if (!ro) return ro.error();
+      if (k == 0) r.initial_cost = r.best_cost = ro->initial_cost;
+      r.report.expanded += ro->steps;
+      if (ro->best_cost < r.best_cost - 1e-12) {
+        r.best_cost = ro->best_cost;
+        r.best = ro->best;
+        r.steps = ro->best_steps;
+      }
+      r.report.seconds_total = since(t0);
+      if (progress_) progress_(r.report, r.best_cost);
+    }
+    r.report.generated = r.report.expanded;
+    r.report.unique_graphs = r.report.expanded + 1;
+    r.report.seconds_total = since(t0);
+    return r;
+  }
+
+ private:
+  LoadedWorldModel w_;
+  wm::ControllerNet ctrl_;
+  PpoConfig cfg_;
+  cost::CostModel& model_;
+  RlSearchOptions o_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                                  cost::CostModel& model) {
+  auto w = load_world_model(o.agent_path, lib);
+  if (!w) return w.error();
+  auto cfg = parse_ppo_config(w->meta.value("config", ""), o.agent_path);
+  if (!cfg) return cfg.error();
+  const int N = static_cast<int>(w->rules.size()), Z = w->meta.value("z_dim", 0);
+  wm::ControllerNet ctrl(Z + w->cfg.lstm_hidden, N, cfg->hidden, static_cast<int>(cfg->env.max_locations));
+  if (auto st = checkpoint::load(o.agent_path, {{"controller", ctrl.get()}}, nullptr); !st.ok()) return st.error();
+  return std::unique_ptr<search::Optimizer>(std::make_unique<DreamControllerOptimizer>(std::move(*w), std::move(ctrl), *cfg, model, o));
+}
+
+}  // namespace rlflow::rl

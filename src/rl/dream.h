@@ -1,0 +1,64 @@
+#pragma once
+// Internal to rl: the dream (a batch of environments simulated by the world model) and the
+// controller's rollouts in the real environment.
+#include <random>
+
+#include "world_model_net.h"
+
+namespace rlflow::rl::wm {
+
+// Where a dream starts: a real initial state (its latent and masks).
+struct DreamStart {
+  std::vector<float> z;
+  std::vector<uint8_t> xfer_mask;  // N + 1
+  std::vector<uint16_t> count;     // N
+};
+
+// E dream environments stepped together by one forward pass of the world model. Rewards are
+// the reward head's predictions; NO-OP ends an episode with reward 0 (the real env's rule);
+// masks and location counts come from their heads; z' is sampled at temperature tau.
+class DreamBatch {
+ public:
+  DreamBatch(WorldModelNet net, EnvConfig env, double reward_std, double tau);
+  std::vector<Observation> reset(const std::vector<DreamStart>& starts);
+  // Steps the environments `which` (indices into the batch) with `actions`.
+  std::vector<Step> step(const std::vector<size_t>& which, const std::vector<Action>& actions);
+  size_t size() const { return t_.size(); }
+
+ private:
+  Observation observe(int64_t row, const torch::Tensor& mask_prob, const torch::Tensor& log_count) const;
+  WorldModelNet net_;
+  EnvConfig env_;
+  double reward_std_, tau_;
+  torch::Tensor z_, h_, c_;
+  std::vector<int> t_;
+};
+
+// The Environment interface over one dream.
+class DreamEnv : public Environment {
+ public:
+  DreamEnv(WorldModelNet net, EnvConfig env, double reward_std, double tau, DreamStart start);
+  Expected<Observation> reset() override;
+  Expected<Step> step(const Action& a) override;
+  int num_xfers() const override { return static_cast<int>(start_.count.size()); }
+  size_t max_locations() const override { return env_.max_locations; }
+
+ private:
+  DreamBatch batch_;
+  EnvConfig env_;
+  DreamStart start_;
+  Observation last_;
+};
+
+struct RealRollout {
+  double initial_cost = 0, best_cost = 0;
+  std::vector<rules::Match> best_steps;
+  ir::Graph best;
+  int64_t steps = 0;
+};
+// The controller acting in a real environment: z from the frozen encoder, h from the world
+// model's LSTM fed with the real (z, a) sequence.
+Expected<RealRollout> real_rollout(ControllerNet& ctrl, nets::GraphEncoder& enc, WorldModelNet& net, GraphEnv& env, bool greedy,
+                                   std::mt19937_64& rng);
+
+}  // namespace rlflow::rl::wm

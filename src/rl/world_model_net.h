@@ -1,0 +1,59 @@
+#pragma once
+// Internal to rl (and its tests): the MDN-RNN world model and the latent-state controller.
+#include <random>
+
+#include "ppo.h"
+
+namespace rlflow::rl::wm {
+
+// P(z_{t+1} | z_t, a_t, h_t) as a mixture of diagonal Gaussians, plus heads for the reward and
+// done flag of (z_t, a_t) and for the next state's xfer mask (multi-label) and log(1 + number of
+// valid locations) of each xfer, so a dream step never needs the real environment.
+struct WorldModelNetImpl : torch::nn::Module {
+  WorldModelNetImpl(int z_dim, int num_xfers, int hidden, int mixtures, double log_sigma_min, double log_sigma_max);
+  struct State {
+    torch::Tensor h, c;  // [B, hidden]
+  };
+  struct Heads {
+    torch::Tensor logit_pi, mu, log_sigma;  // [B, K], [B, K, Z], [B, K, Z] (log sigma clamped)
+    torch::Tensor reward, done_logit;        // [B]
+    torch::Tensor mask_logit, log_count;     // [B, N]
+  };
+  State initial(int64_t batch) const;
+  // LSTM input for actions: one-hot xfer (N + 1) and location / L.
+  torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location_frac) const;
+  std::pair<State, Heads> step(const torch::Tensor& z, const torch::Tensor& action, const State& s);
+
+  int z_dim, num_xfers, hidden, mixtures;
+  double log_sigma_min, log_sigma_max;
+  torch::nn::LSTMCell cell{nullptr};
+  torch::nn::Linear mdn{nullptr}, reward{nullptr}, done{nullptr}, mask{nullptr}, count{nullptr};
+};
+TORCH_MODULE(WorldModelNet);
+
+// Negative log-likelihood of `target` [B, Z] under the mixture, per row, via log-sum-exp.
+torch::Tensor mdn_nll(const torch::Tensor& logit_pi, const torch::Tensor& mu, const torch::Tensor& log_sigma, const torch::Tensor& target);
+// One sample per row at temperature tau: mixture logits divided by tau, Gaussian noise scaled by
+// sqrt(tau). Uses torch's global generator.
+torch::Tensor mdn_sample(const torch::Tensor& logit_pi, const torch::Tensor& mu, const torch::Tensor& log_sigma, double tau);
+
+// The controller: acts from a latent state [z, h] alone (it must work inside the dream).
+// Location logits come from the chosen xfer's embedding and a learned embedding of the location
+// index, conditioned on the state.
+struct ControllerNetImpl : torch::nn::Module {
+  ControllerNetImpl(int in_dim, int num_xfers, int hidden, int max_locations);
+  torch::Tensor trunk(const torch::Tensor& x) { return body->forward(x); }
+  torch::Tensor xfer_logits(const torch::Tensor& t) { return xfer_head->forward(t); }
+  torch::Tensor value(const torch::Tensor& t) { return value_head->forward(t).squeeze(1); }
+  torch::Tensor location_logits(const torch::Tensor& t, const torch::Tensor& xfer);  // [B, L]
+
+  int in_dim, num_xfers, hidden, max_locations;
+  torch::nn::Sequential body{nullptr}, xfer_head{nullptr}, value_head{nullptr}, location_head{nullptr};
+  torch::nn::Embedding xfer_embedding{nullptr}, position_embedding{nullptr};
+};
+TORCH_MODULE(ControllerNet);
+
+std::vector<ppo::Choice> act(ControllerNet& net, const std::vector<const Observation*>& obs, bool greedy, std::mt19937_64& rng);
+ppo::Evaluated evaluate(ControllerNet& net, const std::vector<const ppo::Transition*>& batch);
+
+}  // namespace rlflow::rl::wm
