@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import rlflow_json  # noqa: E402
 
 DEFAULT_MODELS = ["squeezenet1_1", "resnet18", "bert_base"]
 DEFAULT_TRAIN = ["squeezenet1_1", "resnet18", "resnet50"]
@@ -43,34 +44,7 @@ def log(msg: str) -> None:
     print(f"[bench_rl] {msg}", file=sys.stderr, flush=True)
 
 
-def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:
-    """Runs `rlflow ARGS --json`. Returns {ok, doc, wall_s} or {ok: False, error, wall_s}; never raises."""
-    cmd = [binary, *args, "--json"]
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timed out after {timeout:g} s", "wall_s": time.monotonic() - t0}
-    except OSError as e:
-        return {"ok": False, "error": f"cannot run {binary}: {e.strerror or e}", "wall_s": time.monotonic() - t0}
-    wall = time.monotonic() - t0
-    try:
-        doc = json.loads(p.stdout)
-    except json.JSONDecodeError:
-        doc = None
-    if p.returncode == 0 and isinstance(doc, dict) and doc.get("ok", True):
-        return {"ok": True, "doc": doc, "wall_s": wall}
-    if isinstance(doc, dict) and doc.get("error"):
-        why = str(doc["error"])
-    else:
-        lines = [line for line in p.stderr.strip().splitlines() if line.strip()]
-        why = lines[-1] if lines else "no output"
-        if why.startswith("rlflow: error: "):
-            why = why[len("rlflow: error: "):]
-    code = p.returncode
-    if code < 0:
-        why = f"killed by signal {-code}: {why}"
-    return {"ok": False, "error": f"{why} (exit {code})", "wall_s": wall}
+rlflow = rlflow_json.rlflow
 
 
 def model_path(name: str) -> Path:

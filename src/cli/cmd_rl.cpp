@@ -53,17 +53,21 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
   return l;
 }
 
+// --config for the agent commands: the PPO settings, or the built-in defaults.
+Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o) {
+  if (o.config.empty()) return rl::PpoConfig{};
+  return rl::load_ppo_config(o.config);
+}
+
 bool progress_wanted(const GlobalOptions& g) {
   return !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
 }
 
 int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& in) {
   rl::DreamTrainOptions d;
-  if (!o.config.empty()) {
-    auto cfg = rl::load_ppo_config(o.config);
-    if (!cfg) return report_error(g, cfg.error());
-    d.config = *cfg;
-  }
+  auto cfg = ppo_config(o);
+  if (!cfg) return report_error(g, cfg.error());
+  d.config = *cfg;
   d.world_model = o.world_model;
   d.models = std::move(in.models);
   d.library = &in.lib;
@@ -123,12 +127,9 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
     // The encoder agent fixes the rules (its xfers), whatever --rules/--all-rules say.
     auto info = rl::read_agent_info(o.encoder_agent);
     if (!info) return report_error(g, info.error());
-    w.rules.clear();
-    for (const auto& n : info->rules) {
-      const auto* r = in->lib.find(n);
-      if (!r) return report_error(g, Error::bad_input(o.encoder_agent + ": uses rule '" + n + "', which the rule library lacks"));
-      w.rules.push_back(r);
-    }
+    auto rules = rl::lookup_rules(in->lib, info->rules, o.encoder_agent);
+    if (!rules) return report_error(g, rules.error());
+    w.rules = std::move(*rules);
   }
   w.episodes = o.episodes;
   w.seed = o.seed;
@@ -171,11 +172,9 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!in) return report_error(g, in.error());
   if (!o.world_model.empty()) return train_in_dream(g, o, *in);
   rl::TrainOptions t;
-  if (!o.config.empty()) {
-    auto cfg = rl::load_ppo_config(o.config);
-    if (!cfg) return report_error(g, cfg.error());
-    t.config = *cfg;
-  }
+  auto cfg = ppo_config(o);
+  if (!cfg) return report_error(g, cfg.error());
+  t.config = *cfg;
   t.models = std::move(in->models);
   t.rules = in->rules;
   auto& model = in->cost;

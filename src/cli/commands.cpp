@@ -116,7 +116,12 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& gr
   auto model = cost::make_cost_model(co);
   if (!model) return model.error();
   Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
+  size_t num_rules = rules.size();
   if (o.search == "rl") {
+    // The agent brings its own xfers (rules named in its checkpoint).
+    auto info = rl::read_agent_info(o.agent);
+    if (!info) return o.agent.empty() ? Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"} : info.error();
+    num_rules = info->rules.size();
     rl::RlSearchOptions ro;
     ro.agent_path = o.agent;
     ro.rollouts = o.rollouts;
@@ -141,8 +146,7 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& gr
   auto res = (*opt)->run(graph, lim);
   if (tty) std::fprintf(stderr, "\r%80s\r", "");
   if (!res) return res.error();
-  const size_t used = o.search == "rl" ? rl::read_agent_info(o.agent)->rules.size() : rules.size();
-  return SearchOutcome{std::move(*res), (*model)->name(), used};
+  return SearchOutcome{std::move(*res), (*model)->name(), num_rules};
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "checkpoint.h"
+#include "rollout_optimizer.h"
 #include "rlflow/rl/world_model.h"
 #include "world_model_data.h"
 
@@ -49,9 +50,10 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
     const auto& s = starts[static_cast<size_t>(e)];
     std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
     auto mp = torch::zeros({N}), lc = torch::zeros({N});
+    auto ma = mp.accessor<float, 1>(), ca = lc.accessor<float, 1>();
     for (int64_t x = 0; x < N; ++x) {
-      mp[x] = s.xfer_mask[static_cast<size_t>(x)] ? 1.f : 0.f;
-      lc[x] = static_cast<float>(std::log1p(static_cast<double>(s.count[static_cast<size_t>(x)])));
+      ma[x] = s.xfer_mask[static_cast<size_t>(x)] ? 1.f : 0.f;
+      ca[x] = static_cast<float>(std::log1p(static_cast<double>(s.count[static_cast<size_t>(x)])));
     }
     out.push_back(observe(e, mp, lc));
   }
@@ -125,15 +127,13 @@ Expected<RealRollout> real_rollout(ControllerNet& ctrl, nets::GraphEncoder& enc,
     if (!st) return st.error();
     ++r.steps;
     state = net->step(z, net->action_input(torch::tensor({static_cast<int64_t>(c.action.xfer)}, torch::kInt64),
-                                           torch::tensor({static_cast<float>(c.action.location) / static_cast<float>(env.max_locations())})),
+                                           torch::tensor({static_cast<float>(c.action.location) / static_cast<float>(ctrl->max_locations)})),
                       state)
                 .first;
     if (st->done) break;
     obs = std::move(st->observation);
   }
   r.best_cost = env.best_cost();
-  r.best = env.best_graph();
-  r.best_steps = env.best_steps();
   return r;
 }
 
@@ -167,11 +167,9 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const rules
   auto acfg = parse_ppo_config(meta->value("agent_config", ""), path);
   if (!acfg) return acfg.error();
   w.agent_cfg = *acfg;
-  for (const auto& n : meta->value("rules", std::vector<std::string>{})) {
-    const auto* r = lib.find(n);
-    if (!r) return Error::bad_input(path + ": uses rule '" + n + "', which the rule library lacks");
-    w.rules.push_back(r);
-  }
+  auto rules = lookup_rules(lib, meta->value("rules", std::vector<std::string>{}), path);
+  if (!rules) return rules.error();
+  w.rules = std::move(*rules);
   const int N = static_cast<int>(w.rules.size()), Z = meta->value("z_dim", 0);
   w.encoder = nets::GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden, w.agent_cfg.gnn_rounds);
   w.net = wm::WorldModelNet(Z, N, w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min, w.cfg.log_sigma_max);
@@ -339,47 +337,23 @@ Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearch
 
 namespace {
 
-class DreamControllerOptimizer : public search::Optimizer {
+class DreamControllerOptimizer : public RolloutOptimizer {
  public:
-  DreamControllerOptimizer(LoadedWorldModel w, wm::ControllerNet ctrl, PpoConfig cfg, cost::CostModel& model, RlSearchOptions o)
-      : w_(std::move(w)), ctrl_(std::move(ctrl)), cfg_(std::move(cfg)), model_(model), o_(std::move(o)) {}
-  std::string name() const override { return "rl"; }
-  Expected<search::Result> run(const ir::Graph& g, const search::Limits& limits) override {
-    const auto t0 = std::chrono::steady_clock::now();
-    torch::set_num_threads(cfg_.torch_threads);
-    GraphEnv env(g, w_.rules, model_, cfg_.env);
-    std::mt19937_64 rng(o_.seed);
-    search::Result r;
-    r.best = g;
-    for (int k = 0; k <= o_.rollouts; ++k) {
-      if (limits.time_limit_s > 0 && since(t0) > limits.time_limit_s) {
-        r.stop = search::StopReason::kTimeLimit;
-        break;
-      }
-      auto ro = wm::real_rollout(ctrl_, w_.encoder, w_.net, env, k == 0, rng);
-      if (!ro) return ro.error();
-      if (k == 0) r.initial_cost = r.best_cost = ro->initial_cost;
-      r.report.expanded += ro->steps;
-      if (ro->best_cost < r.best_cost - 1e-12) {
-        r.best_cost = ro->best_cost;
-        r.best = ro->best;
-        r.steps = ro->best_steps;
-      }
-      r.report.seconds_total = since(t0);
-      if (progress_) progress_(r.report, r.best_cost);
-    }
-    r.report.generated = r.report.expanded;
-    r.report.unique_graphs = r.report.expanded + 1;
-    r.report.seconds_total = since(t0);
-    return r;
+  DreamControllerOptimizer(LoadedWorldModel w, wm::ControllerNet ctrl, const PpoConfig& cfg, cost::CostModel& model, RlSearchOptions o)
+      : RolloutOptimizer(w.rules, model, cfg.env, std::move(o), cfg.torch_threads), w_(std::move(w)), ctrl_(std::move(ctrl)) {}
+
+ protected:
+  Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) override {
+    auto ro = wm::real_rollout(ctrl_, w_.encoder, w_.net, env, greedy, rng);
+    if (!ro) return ro.error();
+    report.expanded += ro->steps;
+    report.generated += ro->steps;
+    return {};
   }
 
  private:
   LoadedWorldModel w_;
   wm::ControllerNet ctrl_;
-  PpoConfig cfg_;
-  cost::CostModel& model_;
-  RlSearchOptions o_;
 };
 
 }  // namespace

@@ -50,10 +50,9 @@ class DreamEnv : public Environment {
   Observation last_;
 };
 
+// The best state itself stays in `env` (best_graph(), best_steps()).
 struct RealRollout {
   double initial_cost = 0, best_cost = 0;
-  std::vector<rules::Match> best_steps;
-  ir::Graph best;
   int64_t steps = 0;
 };
 // The controller acting in a real environment: z from the frozen encoder, h from the world

@@ -87,6 +87,10 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
   b.reward = torch::zeros({B, b.T});
   b.done = torch::zeros({B, b.T});
   b.valid = torch::zeros({B, b.T});
+  // Accessors: one write per element, not one tensor op.
+  auto xa = b.xfer.accessor<int64_t, 2>();
+  auto la = b.loc_frac.accessor<float, 2>(), ra = b.reward.accessor<float, 2>(), da = b.done.accessor<float, 2>(),
+       va = b.valid.accessor<float, 2>();
   for (int64_t i = 0; i < B; ++i) {
     const auto& e = *eps[static_cast<size_t>(i)];
     const int64_t S = e.T + 1;
@@ -96,11 +100,12 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
     auto c = torch::from_blob(const_cast<uint16_t*>(e.count.data()), {S * N}, torch::kInt16).to(torch::kInt32).bitwise_and(0xFFFF);
     b.log_count[i].slice(0, 0, S).copy_(torch::log1p(c.to(torch::kFloat)).view({S, N}));
     for (int64_t t = 0; t < e.T; ++t) {
-      b.xfer[i][t] = e.xfer[static_cast<size_t>(t)];
-      b.loc_frac[i][t] = static_cast<float>(e.location[static_cast<size_t>(t)]) / static_cast<float>(L);
-      b.reward[i][t] = e.reward[static_cast<size_t>(t)];
-      b.done[i][t] = static_cast<float>(e.done[static_cast<size_t>(t)]);
-      b.valid[i][t] = 1.f;
+      const auto k = static_cast<size_t>(t);
+      xa[i][t] = e.xfer[k];
+      la[i][t] = static_cast<float>(e.location[k]) / static_cast<float>(L);
+      ra[i][t] = e.reward[k];
+      da[i][t] = static_cast<float>(e.done[k]);
+      va[i][t] = 1.f;
     }
   }
   return b;

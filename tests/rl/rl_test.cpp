@@ -6,70 +6,18 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rl/common.h"
 #include "rl/checkpoint.h"
 #include "rl/ppo.h"
-#include "rlflow/cost/factory.h"
-#include "rlflow/ir/builder.h"
 #include "rlflow/rl/agent.h"
-#include "rlflow/rules/library_io.h"
 #include "rlflow/search/optimizer.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
 namespace fs = std::filesystem;
+using namespace rltest;
 
 namespace {
-
-const rules::RuleLibrary& library() {
-  static const rules::RuleLibrary lib = [] {
-    auto l = rules::load_library(std::string(RLFLOW_SOURCE_DIR) + "/configs/rules/default.json");
-    if (!l) throw std::runtime_error(l.error().message);
-    return std::move(*l);
-  }();
-  return lib;
-}
-
-std::vector<const rules::Rule*> pick(std::vector<std::string> names) {
-  std::vector<const rules::Rule*> out;
-  for (const auto& n : names) {
-    const auto* r = library().find(n);
-    if (!r) throw std::runtime_error("no rule " + n);
-    out.push_back(r);
-  }
-  return out;
-}
-
-// SqueezeNet-like fire modules: a 1x1 and a 3x3 conv of one input, concatenated. The cheapest
-// form (one merged conv per module, no split/concat) needs the 1x1 kernel enlarged first, which
-// alone makes the graph more expensive: greedy cannot find it.
-Graph fire_modules(int modules) {
-  GraphBuilder b;
-  auto x = b.input("x", {DType::kFloat32, {1, 16, 14, 14}});
-  for (int m = 0; m < modules; ++m) {
-    auto w1 = b.weight("w1_" + std::to_string(m), random_tensor({8, 16, 1, 1}, 10 + m));
-    auto w3 = b.weight("w3_" + std::to_string(m), random_tensor({8, 16, 3, 3}, 20 + m));
-    auto a = b.conv(x, w1, {1, 1}, {0, 0, 0, 0});
-    auto c = b.conv(x, w3, {1, 1}, {1, 1, 1, 1});
-    x = b.op(OpKind::kConcat, {c, a}, AxisParams{1});
-  }
-  b.output(x, "y");
-  return b.build();
-}
-
-std::vector<const rules::Rule*> fire_rules() {
-  return pick({"gen_conv__enlarge_conv_9eff64", "merge_parallel_conv", "split_concat_identity", "gen_enlarge_conv__conv_ac2953",
-               "conv_relu_fuse"});
-}
-
-std::unique_ptr<cost::CostModel> analytic() {
-  cost::CostOptions o;
-  o.kind = "analytic";
-  o.deterministic = true;
-  o.device_profile = std::string(RLFLOW_SOURCE_DIR) + "/configs/devices/h100.yaml";
-  auto m = cost::make_cost_model(o);
-  if (!m) throw std::runtime_error(m.error().message);
-  return std::move(*m);
-}
 
 double search_cost(const std::string& strategy, const Graph& g, const std::vector<const rules::Rule*>& rules, cost::CostModel& m) {
   auto opt = search::make_optimizer(strategy, rules, m);
@@ -77,12 +25,6 @@ double search_cost(const std::string& strategy, const Graph& g, const std::vecto
   auto r = (*opt)->run(g, {});
   if (!r) throw std::runtime_error(r.error().message);
   return r->best_cost;
-}
-
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("rlflow_rl_test_" + name + "_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
 }
 
 rl::PpoConfig small_config() {

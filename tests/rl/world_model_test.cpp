@@ -5,65 +5,17 @@
 #include <cmath>
 #include <filesystem>
 
+#include "rl/common.h"
 #include "rl/dream.h"
 #include "rl/world_model_data.h"
-#include "rlflow/cost/factory.h"
-#include "rlflow/ir/builder.h"
 #include "rlflow/rl/world_model.h"
-#include "rlflow/rules/library_io.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
 namespace fs = std::filesystem;
+using namespace rltest;
 
 namespace {
-
-const rules::RuleLibrary& library() {
-  static const rules::RuleLibrary lib = [] {
-    auto l = rules::load_library(std::string(RLFLOW_SOURCE_DIR) + "/configs/rules/default.json");
-    if (!l) throw std::runtime_error(l.error().message);
-    return std::move(*l);
-  }();
-  return lib;
-}
-
-Graph fire_modules(int modules) {
-  GraphBuilder b;
-  auto x = b.input("x", {DType::kFloat32, {1, 16, 14, 14}});
-  for (int m = 0; m < modules; ++m) {
-    auto w1 = b.weight("w1_" + std::to_string(m), random_tensor({8, 16, 1, 1}, 10 + m));
-    auto w3 = b.weight("w3_" + std::to_string(m), random_tensor({8, 16, 3, 3}, 20 + m));
-    auto a = b.conv(x, w1, {1, 1}, {0, 0, 0, 0});
-    auto c = b.conv(x, w3, {1, 1}, {1, 1, 1, 1});
-    x = b.op(OpKind::kConcat, {c, a}, AxisParams{1});
-  }
-  b.output(x, "y");
-  return b.build();
-}
-
-std::vector<const rules::Rule*> fire_rules() {
-  std::vector<const rules::Rule*> out;
-  for (const char* n : {"gen_conv__enlarge_conv_9eff64", "merge_parallel_conv", "split_concat_identity", "gen_enlarge_conv__conv_ac2953",
-                        "conv_relu_fuse"})
-    out.push_back(library().find(n));
-  return out;
-}
-
-std::unique_ptr<cost::CostModel> analytic() {
-  cost::CostOptions o;
-  o.kind = "analytic";
-  o.deterministic = true;
-  o.device_profile = std::string(RLFLOW_SOURCE_DIR) + "/configs/devices/h100.yaml";
-  auto m = cost::make_cost_model(o);
-  if (!m) throw std::runtime_error(m.error().message);
-  return std::move(*m);
-}
-
-fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("rlflow_wm_test_" + name + "_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
 
 rl::WorldModelTrainOptions small_wm(const Graph& g, const fs::path& dir) {
   rl::WorldModelTrainOptions o;

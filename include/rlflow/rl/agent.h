@@ -67,6 +67,11 @@ struct RlSearchOptions {
   int rollouts = 4;
   uint64_t seed = 0;
 };
+// The rules an agent or world model names, from `lib`; a missing or refuted one is an error
+// naming `origin`.
+Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary& lib, const std::vector<std::string>& names,
+                                                       const std::string& origin);
+
 Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model);
 
