@@ -87,6 +87,11 @@ int run(int argc, char** argv) {
   c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
   c_train->add_option("--temperature", train.temperature, "Dream temperature: mixture logits / T, Gaussian noise x sqrt(T)")->capture_default_str();
+  c_train->add_option("--dream-batch", train.dream_batch, "Dream episodes stepped together (and per PPO update) with --world-model")
+      ->capture_default_str();
+  c_train->add_option("--eval-every", train.eval_every,
+                      "With --world-model: PPO updates between greedy rollouts in the real environment (0: only at the end)")
+      ->capture_default_str();
   c_train->add_flag("--json", g.json, "Print one JSON document");
 
   TrainAgentOptions wmo;
@@ -98,6 +103,8 @@ int run(int argc, char** argv) {
   c_wm->add_option("--config", wmo.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
   c_wm->add_option("--data", wmo.data, "Rollout file, reused by later runs (default: OUT.data)");
   c_wm->add_option("--agent", wmo.encoder_agent, "Take the (frozen) graph encoder and the xfers from this model-free agent");
+  c_wm->add_option("--policy", wmo.policy,
+                   "Collect the new episodes with this dream controller (train-agent --world-model --out) instead of the random agent");
   c_wm->add_option("--log", wmo.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
   c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->capture_default_str();
   c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");

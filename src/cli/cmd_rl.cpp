@@ -74,6 +74,8 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   d.cost = in.cost.get();
   d.episodes = o.episodes;
   d.temperature = o.temperature;
+  d.batch = o.dream_batch;
+  d.eval_every = o.eval_every;
   d.seed = o.seed;
   d.out = o.out;
   d.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
@@ -123,6 +125,7 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
   w.rules = in->rules;
   w.cost = in->cost.get();
   w.encoder_agent = o.encoder_agent;
+  w.policy = o.policy;
   if (!o.encoder_agent.empty()) {
     // The encoder agent fixes the rules (its xfers), whatever --rules/--all-rules say.
     auto info = rl::read_agent_info(o.encoder_agent);
@@ -150,7 +153,7 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
   const auto& m = sum->last;
   if (g.json) {
     std::cout << json{{"ok", true}, {"world_model", o.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
-                      {"real_steps", sum->real_steps}, {"real_step_ms", sum->real_step_ms}, {"collect_seconds", sum->collect_seconds},
+                      {"real_steps", sum->real_steps}, {"data_steps", sum->data_steps}, {"real_step_ms", sum->real_step_ms}, {"collect_seconds", sum->collect_seconds},
                       {"train_seconds", sum->train_seconds}, {"epochs", m.epoch}, {"heldout_nll", m.nll}, {"reward_mse", m.reward_mse},
                       {"done_accuracy", m.done_accuracy}, {"mask_accuracy", m.mask_accuracy}, {"count_mae", m.count_mae},
                       {"encoder", o.encoder_agent.empty() ? "random" : o.encoder_agent}}
@@ -159,8 +162,9 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
     return kOk;
   }
   std::printf("rlflow train-world-model -> %s  (encoder: %s)\n", o.out.c_str(), o.encoder_agent.empty() ? "random, frozen" : o.encoder_agent.c_str());
-  std::printf("data: %lld episodes (%lld new, %lld real steps, %.2f ms per step, %.1fs)\n", static_cast<long long>(sum->episodes),
-              static_cast<long long>(sum->collected), static_cast<long long>(sum->real_steps), sum->real_step_ms, sum->collect_seconds);
+  std::printf("data: %lld episodes, %lld real steps (%lld new by the %s, %lld real steps, %.2f ms per step, %.1fs)\n",
+              static_cast<long long>(sum->episodes), static_cast<long long>(sum->data_steps), static_cast<long long>(sum->collected),
+              o.policy.empty() ? "random agent" : "policy", static_cast<long long>(sum->real_steps), sum->real_step_ms, sum->collect_seconds);
   std::printf("held-out after %d epochs (%.1fs): NLL %.3f, reward MSE %.4f, done accuracy %.4f, mask accuracy %.4f, count MAE %.3f\n", m.epoch,
               sum->train_seconds, m.nll, m.reward_mse, m.done_accuracy, m.mask_accuracy, m.count_mae);
   std::printf("log: %s\n", w.log_path.c_str());

@@ -64,8 +64,11 @@ struct TrainAgentOptions {
   // model-based: train the controller in this world model's dream
   std::string world_model;
   double temperature = 1.0;
+  int dream_batch = 64;
+  int eval_every = 10;
   // train-world-model
   std::string encoder_agent;
+  std::string policy;  // dream controller that collects the new episodes
   std::string data;
 };
 

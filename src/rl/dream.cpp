@@ -16,20 +16,19 @@ namespace rlflow::rl::wm {
 DreamBatch::DreamBatch(WorldModelNet net, EnvConfig env, double reward_std, double tau)
     : net_(std::move(net)), env_(std::move(env)), reward_std_(reward_std), tau_(tau) {}
 
-Observation DreamBatch::observe(int64_t row, const torch::Tensor& mask_prob, const torch::Tensor& log_count) const {
+Observation DreamBatch::observe(int64_t row, const float* mask_prob, const float* log_count) const {
   Observation o;
   const int64_t N = net_->num_xfers, Z = net_->z_dim, H = net_->hidden;
   o.latent.resize(static_cast<size_t>(Z + H));
-  auto z = z_[row].contiguous(), h = h_[row].contiguous();
-  std::copy(z.data_ptr<float>(), z.data_ptr<float>() + Z, o.latent.begin());
-  std::copy(h.data_ptr<float>(), h.data_ptr<float>() + H, o.latent.begin() + Z);
+  const float* z = z_.data_ptr<float>() + row * Z;
+  const float* h = h_.data_ptr<float>() + row * H;
+  std::copy(z, z + Z, o.latent.begin());
+  std::copy(h, h + H, o.latent.begin() + Z);
   o.xfer_mask.assign(static_cast<size_t>(N + 1), 0);
   o.location_valid.resize(static_cast<size_t>(N));
-  auto mp = mask_prob.contiguous();
-  auto lc = log_count.contiguous();
   for (int64_t x = 0; x < N; ++x) {
-    if (mp.data_ptr<float>()[x] <= 0.5f) continue;
-    const double count = std::round(std::expm1(static_cast<double>(lc.data_ptr<float>()[x])));
+    if (mask_prob[x] <= 0.5f) continue;
+    const double count = std::round(std::expm1(static_cast<double>(log_count[x])));
     const size_t k = static_cast<size_t>(std::clamp(count, 1.0, static_cast<double>(env_.max_locations)));
     o.xfer_mask[static_cast<size_t>(x)] = 1;
     o.location_valid[static_cast<size_t>(x)].assign(k, 1);
@@ -39,23 +38,27 @@ Observation DreamBatch::observe(int64_t row, const torch::Tensor& mask_prob, con
 }
 
 std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts) {
+  torch::NoGradGuard ng;
   const int64_t E = static_cast<int64_t>(starts.size()), N = net_->num_xfers, Z = net_->z_dim;
   z_ = torch::empty({E, Z});
   auto state = net_->initial(E);
   h_ = state.h;
   c_ = state.c;
   t_.assign(static_cast<size_t>(E), 0);
-  std::vector<Observation> out;
   for (int64_t e = 0; e < E; ++e) {
     const auto& s = starts[static_cast<size_t>(e)];
     std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
-    auto mp = torch::zeros({N}), lc = torch::zeros({N});
-    auto ma = mp.accessor<float, 1>(), ca = lc.accessor<float, 1>();
-    for (int64_t x = 0; x < N; ++x) {
-      ma[x] = s.xfer_mask[static_cast<size_t>(x)] ? 1.f : 0.f;
-      ca[x] = static_cast<float>(std::log1p(static_cast<double>(s.count[static_cast<size_t>(x)])));
+  }
+  z_ = net_->normalize(z_).contiguous();  // starts hold encoder output
+  std::vector<Observation> out;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& s = starts[static_cast<size_t>(e)];
+    std::vector<float> mp(static_cast<size_t>(N)), lc(static_cast<size_t>(N));
+    for (size_t x = 0; x < mp.size(); ++x) {
+      mp[x] = s.xfer_mask[x] ? 1.f : 0.f;
+      lc[x] = static_cast<float>(std::log1p(static_cast<double>(s.count[x])));
     }
-    out.push_back(observe(e, mp, lc));
+    out.push_back(observe(e, mp.data(), lc.data()));
   }
   return out;
 }
@@ -63,33 +66,37 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
 std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::vector<Action>& actions) {
   torch::NoGradGuard ng;
   const int64_t B = static_cast<int64_t>(which.size()), N = net_->num_xfers;
-  std::vector<int64_t> rows(which.begin(), which.end()), xs;
-  std::vector<float> lf;
+  std::vector<int64_t> rows(which.begin(), which.end()), xs, ls;
   for (const auto& a : actions) {
     xs.push_back(a.xfer);
-    lf.push_back(static_cast<float>(a.location) / static_cast<float>(env_.max_locations));
+    ls.push_back(static_cast<int64_t>(a.location));
   }
   auto idx = torch::tensor(rows, torch::kInt64);
   auto z = z_.index_select(0, idx);
   WorldModelNetImpl::State s{h_.index_select(0, idx), c_.index_select(0, idx)};
-  auto [next, heads] = net_->step(z, net_->action_input(torch::tensor(xs, torch::kInt64), torch::tensor(lf)), s);
+  auto [next, heads] = net_->step(z, net_->action_input(torch::tensor(xs, torch::kInt64), torch::tensor(ls, torch::kInt64)), s);
   auto z_next = mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_);
   z_.index_copy_(0, idx, z_next);
   h_.index_copy_(0, idx, next.h);
   c_.index_copy_(0, idx, next.c);
-  auto mask_prob = torch::sigmoid(heads.mask_logit);
-  auto done_prob = torch::sigmoid(heads.done_logit);
+  // One contiguous read of each head; rows are read through pointers (no tensor op per row).
+  auto mask_prob = torch::sigmoid(heads.mask_logit).contiguous();
+  auto log_count = heads.log_count.contiguous();
+  auto reward = heads.reward.contiguous();
+  auto done_logit = heads.done_logit.contiguous();
+  const float *mp = mask_prob.data_ptr<float>(), *lc = log_count.data_ptr<float>(), *rw = reward.data_ptr<float>(),
+              *dl = done_logit.data_ptr<float>();
   std::vector<Step> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     auto& st = out[static_cast<size_t>(b)];
     const size_t e = which[static_cast<size_t>(b)];
     const bool noop = actions[static_cast<size_t>(b)].xfer == N;
     ++t_[e];
-    st.observation = observe(static_cast<int64_t>(e), mask_prob[b], heads.log_count[b]);
+    st.observation = observe(static_cast<int64_t>(e), mp + b * N, lc + b * N);
     bool any = false;
     for (int64_t x = 0; x < N; ++x) any = any || st.observation.xfer_mask[static_cast<size_t>(x)];
-    st.reward = noop ? 0.0 : heads.reward[b].item<double>() * reward_std_;
-    st.done = noop || done_prob[b].item<float>() > 0.5f || t_[e] >= env_.max_steps || !any;
+    st.reward = noop ? 0.0 : static_cast<double>(rw[b]) * reward_std_;
+    st.done = noop || dl[b] > 0.f || t_[e] >= env_.max_steps || !any;
   }
   return out;
 }
@@ -109,27 +116,41 @@ Expected<Step> DreamEnv::step(const Action& a) {
   return s;
 }
 
-Expected<RealRollout> real_rollout(ControllerNet& ctrl, nets::GraphEncoder& enc, WorldModelNet& net, GraphEnv& env, bool greedy,
-                                   std::mt19937_64& rng) {
+void RealActor::reset() { state_ = net_->initial(1); }
+
+Action RealActor::choose(const Observation& o, bool greedy, std::mt19937_64& rng) {
   torch::NoGradGuard ng;
+  if (!state_.h.defined()) reset();
+  z_ = net_->normalize(encode(enc_, {o.graph.get()}));
+  auto lat = torch::cat({z_, state_.h}, 1).contiguous();
+  Observation with_latent;
+  with_latent.xfer_mask = o.xfer_mask;
+  with_latent.location_valid = o.location_valid;
+  with_latent.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
+  return act(ctrl_, {&with_latent}, greedy, rng)[0].action;
+}
+
+void RealActor::advance(const Action& a) {
+  torch::NoGradGuard ng;
+  state_ = net_->step(z_, net_->action_input(torch::tensor({static_cast<int64_t>(a.xfer)}, torch::kInt64),
+                                             torch::tensor({static_cast<int64_t>(a.location)}, torch::kInt64)),
+                      state_)
+               .first;
+}
+
+Expected<RealRollout> real_rollout(RealActor& actor, GraphEnv& env, bool greedy, std::mt19937_64& rng) {
   auto first = env.reset();
   if (!first) return first.error();
   Observation obs = std::move(*first);
-  auto state = net->initial(1);
+  actor.reset();
   RealRollout r;
   r.initial_cost = env.initial_cost();
   for (;;) {
-    auto z = encode(enc, {obs.graph.get()});
-    auto lat = torch::cat({z, state.h}, 1).contiguous();
-    obs.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
-    auto c = act(ctrl, {&obs}, greedy, rng)[0];
-    auto st = env.step(c.action);
+    const Action a = actor.choose(obs, greedy, rng);
+    auto st = env.step(a);
     if (!st) return st.error();
     ++r.steps;
-    state = net->step(z, net->action_input(torch::tensor({static_cast<int64_t>(c.action.xfer)}, torch::kInt64),
-                                           torch::tensor({static_cast<float>(c.action.location) / static_cast<float>(ctrl->max_locations)})),
-                      state)
-                .first;
+    actor.advance(a);
     if (st->done) break;
     obs = std::move(st->observation);
   }
@@ -154,7 +175,14 @@ struct LoadedWorldModel {
   wm::WorldModelNet net{nullptr};
 };
 
-Expected<LoadedWorldModel> load_world_model(const std::string& path, const rules::RuleLibrary& lib, const char* module_prefix = "") {
+// The checkpoint's rules (by name) as rule pointers.
+using RulesFor = std::function<Expected<std::vector<const rules::Rule*>>(const std::vector<std::string>&)>;
+
+RulesFor from_library(const rules::RuleLibrary& lib, const std::string& path) {
+  return [&lib, path](const std::vector<std::string>& names) { return lookup_rules(lib, names, path); };
+}
+
+Expected<LoadedWorldModel> load_world_model(const std::string& path, const RulesFor& rules_for) {
   LoadedWorldModel w;
   auto meta = checkpoint::read_meta(path);
   if (!meta) return meta.error();
@@ -167,15 +195,26 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const rules
   auto acfg = parse_ppo_config(meta->value("agent_config", ""), path);
   if (!acfg) return acfg.error();
   w.agent_cfg = *acfg;
-  auto rules = lookup_rules(lib, meta->value("rules", std::vector<std::string>{}), path);
+  auto rules = rules_for(meta->value("rules", std::vector<std::string>{}));
   if (!rules) return rules.error();
   w.rules = std::move(*rules);
   const int N = static_cast<int>(w.rules.size()), Z = meta->value("z_dim", 0);
   w.encoder = nets::GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden, w.agent_cfg.gnn_rounds);
-  w.net = wm::WorldModelNet(Z, N, w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min, w.cfg.log_sigma_max);
+  w.net = wm::WorldModelNet(Z, N, static_cast<int>(w.agent_cfg.env.max_locations), w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min, w.cfg.log_sigma_max);
   if (auto st = checkpoint::load(path, {{"world_model", w.net.get()}, {"encoder", w.encoder.get()}}, nullptr); !st.ok()) return st.error();
   w.encoder->eval();
   return w;
+}
+
+// The controller of a dream-controller checkpoint (and its PPO settings).
+Expected<std::pair<wm::ControllerNet, PpoConfig>> load_controller(const std::string& path, const LoadedWorldModel& w) {
+  if (w.meta.value("kind", "") != "dream-controller") return Error::bad_input(path + ": not a dream controller");
+  auto cfg = parse_ppo_config(w.meta.value("config", ""), path);
+  if (!cfg) return cfg.error();
+  const int N = static_cast<int>(w.rules.size()), Z = w.meta.value("z_dim", 0);
+  wm::ControllerNet ctrl(Z + w.cfg.lstm_hidden, N, cfg->hidden, static_cast<int>(cfg->env.max_locations));
+  if (auto st = checkpoint::load(path, {{"controller", ctrl.get()}}, nullptr); !st.ok()) return st.error();
+  return std::make_pair(ctrl, *cfg);
 }
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -188,9 +227,10 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   if (!o.library || !o.cost) return Error::internal("train_dream_agent: no rule library or cost model");
   if (o.models.empty()) return Error::bad_input("train-agent --world-model: no --model to start dreams from");
   if (o.temperature <= 0) return Error{ErrorCode::kUsage, "--temperature must be positive"};
+  if (o.batch < 1) return Error{ErrorCode::kUsage, "--dream-batch must be >= 1"};
   torch::set_num_threads(o.config.torch_threads);
   torch::manual_seed(o.seed);
-  auto w = load_world_model(o.world_model, *o.library);
+  auto w = load_world_model(o.world_model, from_library(*o.library, o.world_model));
   if (!w) return w.error();
   if (w->meta.value("kind", "") != "world-model") return Error::bad_input(o.world_model + ": not a world model");
   PpoConfig cfg = o.config;
@@ -220,13 +260,13 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   if (!o.log_path.empty()) log.open(o.log_path, std::ios::app);
   DreamSummary sum;
   const auto t0 = std::chrono::steady_clock::now();
-  // Dream steps are cheap: a whole update's episodes step as one batch.
-  const int per_update = std::max(cfg.episodes_per_update, 16);
-  std::map<std::string, double> real_best;
+  // A whole update's episodes step as one batch.
+  const int per_update = o.batch;
+  wm::RealActor actor(ctrl, w->encoder, w->net);  // shares the modules being trained
   auto evaluate_real = [&]() -> Status {
     double total = 0;
     for (size_t m = 0; m < real.size(); ++m) {
-      auto r = wm::real_rollout(ctrl, w->encoder, w->net, *real[m], true, rng);
+      auto r = wm::real_rollout(actor, *real[m], true, rng);
       if (!r) return r.error();
       sum.real_eval_steps += r->steps;
       const double imp = (r->initial_cost - r->best_cost) / std::max(r->initial_cost, 1e-30);
@@ -287,7 +327,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     sum.dream_seconds += step_seconds;
     sum.dream_score = returns / static_cast<double>(E);
     const bool last = sum.dream_episodes >= o.episodes;
-    if (sum.updates % o.eval_every == 0 || last)
+    if ((o.eval_every > 0 && sum.updates % o.eval_every == 0) || last)
       if (auto s = evaluate_real(); !s.ok()) return s.error();
     UpdateLog u;
     u.update = sum.updates;
@@ -339,12 +379,12 @@ namespace {
 
 class DreamControllerOptimizer : public RolloutOptimizer {
  public:
-  DreamControllerOptimizer(LoadedWorldModel w, wm::ControllerNet ctrl, const PpoConfig& cfg, cost::CostModel& model, RlSearchOptions o)
-      : RolloutOptimizer(w.rules, model, cfg.env, std::move(o), cfg.torch_threads), w_(std::move(w)), ctrl_(std::move(ctrl)) {}
+  DreamControllerOptimizer(const LoadedWorldModel& w, wm::ControllerNet ctrl, const PpoConfig& cfg, cost::CostModel& model, RlSearchOptions o)
+      : RolloutOptimizer(w.rules, model, cfg.env, std::move(o), cfg.torch_threads), actor_(std::move(ctrl), w.encoder, w.net) {}
 
  protected:
   Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) override {
-    auto ro = wm::real_rollout(ctrl_, w_.encoder, w_.net, env, greedy, rng);
+    auto ro = wm::real_rollout(actor_, env, greedy, rng);
     if (!ro) return ro.error();
     report.expanded += ro->steps;
     report.generated += ro->steps;
@@ -352,22 +392,35 @@ class DreamControllerOptimizer : public RolloutOptimizer {
   }
 
  private:
-  LoadedWorldModel w_;
-  wm::ControllerNet ctrl_;
+  wm::RealActor actor_;
 };
 
 }  // namespace
 
 Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                   cost::CostModel& model) {
-  auto w = load_world_model(o.agent_path, lib);
+  auto w = load_world_model(o.agent_path, from_library(lib, o.agent_path));
   if (!w) return w.error();
-  auto cfg = parse_ppo_config(w->meta.value("config", ""), o.agent_path);
-  if (!cfg) return cfg.error();
-  const int N = static_cast<int>(w->rules.size()), Z = w->meta.value("z_dim", 0);
-  wm::ControllerNet ctrl(Z + w->cfg.lstm_hidden, N, cfg->hidden, static_cast<int>(cfg->env.max_locations));
-  if (auto st = checkpoint::load(o.agent_path, {{"controller", ctrl.get()}}, nullptr); !st.ok()) return st.error();
-  return std::unique_ptr<search::Optimizer>(std::make_unique<DreamControllerOptimizer>(std::move(*w), std::move(ctrl), *cfg, model, o));
+  auto c = load_controller(o.agent_path, *w);
+  if (!c) return c.error();
+  return std::unique_ptr<search::Optimizer>(std::make_unique<DreamControllerOptimizer>(*w, c->first, c->second, model, o));
 }
+
+namespace wm {
+
+Expected<RealActor> load_real_actor(const std::string& path, const std::vector<const rules::Rule*>& rules) {
+  auto w = load_world_model(path, [&](const std::vector<std::string>& names) -> Expected<std::vector<const rules::Rule*>> {
+    bool same = names.size() == rules.size();
+    for (size_t i = 0; same && i < names.size(); ++i) same = names[i] == rules[i]->name;
+    if (!same) return Error::bad_input(path + ": the controller was trained with other rules than these");
+    return rules;
+  });
+  if (!w) return w.error();
+  auto c = load_controller(path, *w);
+  if (!c) return c.error();
+  return RealActor(c->first, w->encoder, w->net);
+}
+
+}  // namespace wm
 
 }  // namespace rlflow::rl

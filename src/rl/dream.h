@@ -26,7 +26,7 @@ class DreamBatch {
   size_t size() const { return t_.size(); }
 
  private:
-  Observation observe(int64_t row, const torch::Tensor& mask_prob, const torch::Tensor& log_count) const;
+  Observation observe(int64_t row, const float* mask_prob, const float* log_count) const;  // row of z_, h_
   WorldModelNet net_;
   EnvConfig env_;
   double reward_std_, tau_;
@@ -50,14 +50,34 @@ class DreamEnv : public Environment {
   Observation last_;
 };
 
+// The controller acting on real observations: z from the frozen encoder, h from the world
+// model's LSTM fed with the real (z, a) sequence.
+class RealActor {
+ public:
+  RealActor(ControllerNet ctrl, nets::GraphEncoder enc, WorldModelNet net) : ctrl_(std::move(ctrl)), enc_(std::move(enc)), net_(std::move(net)) {}
+  void reset();  // before each episode
+  // The controller's action in `o` (greedy or sampled); it then waits for advance().
+  Action choose(const Observation& o, bool greedy, std::mt19937_64& rng);
+  // Feeds (z of the last chosen-on state, the action actually taken) to the LSTM.
+  void advance(const Action& a);
+  nets::GraphEncoder& encoder() { return enc_; }
+
+ private:
+  ControllerNet ctrl_;
+  nets::GraphEncoder enc_;
+  WorldModelNet net_;
+  WorldModelNetImpl::State state_;
+  torch::Tensor z_;
+};
+
+// A dream-controller checkpoint as a RealActor; it must have been trained with `rules`.
+Expected<RealActor> load_real_actor(const std::string& path, const std::vector<const rules::Rule*>& rules);
+
 // The best state itself stays in `env` (best_graph(), best_steps()).
 struct RealRollout {
   double initial_cost = 0, best_cost = 0;
   int64_t steps = 0;
 };
-// The controller acting in a real environment: z from the frozen encoder, h from the world
-// model's LSTM fed with the real (z, a) sequence.
-Expected<RealRollout> real_rollout(ControllerNet& ctrl, nets::GraphEncoder& enc, WorldModelNet& net, GraphEnv& env, bool greedy,
-                                   std::mt19937_64& rng);
+Expected<RealRollout> real_rollout(RealActor& actor, GraphEnv& env, bool greedy, std::mt19937_64& rng);
 
 }  // namespace rlflow::rl::wm

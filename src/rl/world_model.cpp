@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "checkpoint.h"
+#include "dream.h"
 #include "rlflow/util/file_io.h"
 #include "world_model_data.h"
 #include "world_model_net.h"
@@ -38,6 +40,7 @@ void visit_wm(WorldModelConfig& c, F&& f) {
   f("training.holdout", c.holdout);
   f("training.max_grad_norm", c.max_grad_norm);
   f("data.noop_share", c.noop_share);
+  f("data.policy_epsilon", c.policy_epsilon);
 }
 
 double since(std::chrono::steady_clock::time_point t0) {
@@ -52,8 +55,8 @@ Expected<WorldModelConfig> parse_world_model_config(const std::string& text, con
   if (c->lstm_hidden < 1 || c->mixtures < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->learning_rate <= 0)
     return Error::bad_input(origin + ": sizes, epochs and learning_rate must be positive");
   if (c->log_sigma_min >= c->log_sigma_max) return Error::bad_input(origin + ": log_sigma_min must be below log_sigma_max");
-  if (c->holdout < 0 || c->holdout >= 1 || c->noop_share < 0 || c->noop_share > 1)
-    return Error::bad_input(origin + ": holdout must be in [0, 1), noop_share in [0, 1]");
+  if (c->holdout < 0 || c->holdout >= 1 || c->noop_share < 0 || c->noop_share > 1 || c->policy_epsilon < 0 || c->policy_epsilon > 1)
+    return Error::bad_input(origin + ": holdout must be in [0, 1), noop_share and policy_epsilon in [0, 1]");
   return c;
 }
 
@@ -71,7 +74,7 @@ namespace wm {
 
 // Episodes padded to the longest into [B, T(+1), ...] tensors.
 struct SeqBatch {
-  torch::Tensor z, mask, log_count, xfer, loc_frac, reward, done, valid;
+  torch::Tensor z, mask, log_count, xfer, location, reward, done, valid;
   int64_t T = 0;
 };
 
@@ -83,13 +86,13 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
   b.mask = torch::zeros({B, b.T + 1, N});
   b.log_count = torch::zeros({B, b.T + 1, N});
   b.xfer = torch::full({B, b.T}, N, torch::kInt64);
-  b.loc_frac = torch::zeros({B, b.T});
+  b.location = torch::zeros({B, b.T}, torch::kInt64);
   b.reward = torch::zeros({B, b.T});
   b.done = torch::zeros({B, b.T});
   b.valid = torch::zeros({B, b.T});
   // Accessors: one write per element, not one tensor op.
-  auto xa = b.xfer.accessor<int64_t, 2>();
-  auto la = b.loc_frac.accessor<float, 2>(), ra = b.reward.accessor<float, 2>(), da = b.done.accessor<float, 2>(),
+  auto xa = b.xfer.accessor<int64_t, 2>(), la = b.location.accessor<int64_t, 2>();
+  auto ra = b.reward.accessor<float, 2>(), da = b.done.accessor<float, 2>(),
        va = b.valid.accessor<float, 2>();
   for (int64_t i = 0; i < B; ++i) {
     const auto& e = *eps[static_cast<size_t>(i)];
@@ -102,7 +105,7 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
     for (int64_t t = 0; t < e.T; ++t) {
       const auto k = static_cast<size_t>(t);
       xa[i][t] = e.xfer[k];
-      la[i][t] = static_cast<float>(e.location[k]) / static_cast<float>(L);
+      la[i][t] = std::min<int64_t>(e.location[k], L - 1);
       ra[i][t] = e.reward[k];
       da[i][t] = static_cast<float>(e.done[k]);
       va[i][t] = 1.f;
@@ -119,6 +122,7 @@ struct LossParts {
 LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelConfig& cfg, double reward_std) {
   const int64_t B = b.z.size(0);
   auto state = net->initial(B);
+  const auto zs = net->normalize(b.z);
   LossParts out;
   auto zero = torch::zeros({});
   torch::Tensor nll = zero, rew = zero, done = zero, mask = zero, cnt = zero;
@@ -126,12 +130,12 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
   double mask_n = 0, count_n = 0;
   for (int64_t t = 0; t < b.T; ++t) {
     auto v = b.valid.select(1, t);
-    auto a = net->action_input(b.xfer.select(1, t), b.loc_frac.select(1, t));
-    auto [next, h] = net->step(b.z.select(1, t), a, state);
+    auto a = net->action_input(b.xfer.select(1, t), b.location.select(1, t));
+    auto [next, h] = net->step(zs.select(1, t), a, state);
     state = next;
     auto target_mask = b.mask.select(1, t + 1);
     // Per latent dimension, so the NLL's scale does not grow with Z and drown the other terms.
-    nll = nll + (mdn_nll(h.logit_pi, h.mu, h.log_sigma, b.z.select(1, t + 1)) * v).sum() / static_cast<double>(b.z.size(2));
+    nll = nll + (mdn_nll(h.logit_pi, h.mu, h.log_sigma, zs.select(1, t + 1)) * v).sum() / static_cast<double>(b.z.size(2));
     auto r = b.reward.select(1, t);
     rew = rew + ((h.reward - r / reward_std).pow(2) * v).sum();
     done = done + (torch::binary_cross_entropy_with_logits(h.done_logit, b.done.select(1, t), {}, {}, at::Reduction::None) * v).sum();
@@ -243,12 +247,29 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   auto shared = locked_cost_model(*o.cost);
   std::vector<std::unique_ptr<GraphEnv>> envs;
   for (const auto& m : o.models) envs.push_back(std::make_unique<GraphEnv>(m.graph, rules, *shared, acfg.env));
+  std::optional<wm::RealActor> policy;
+  if (!o.policy.empty() && static_cast<int64_t>(data.episodes.size()) < o.episodes) {
+    auto a = wm::load_real_actor(o.policy, rules);
+    if (!a) return a.error();
+    if (wm::encoder_fingerprint(a->encoder()) != fp)
+      return Error::bad_input(o.policy + ": the controller's world model used another graph encoder");
+    policy.emplace(std::move(*a));
+  }
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const wm::ChooseAction choose = [&](const Observation& obs) -> Expected<Action> {
+    if (!policy) return wm::random_action(obs, cfg.noop_share, rng);
+    Action a = policy->choose(obs, false, rng);
+    if (u01(rng) < cfg.policy_epsilon) a = wm::random_action(obs, cfg.noop_share, rng);
+    policy->advance(a);
+    return a;
+  };
   const auto tc = std::chrono::steady_clock::now();
   double step_seconds = 0;
   while (static_cast<int64_t>(data.episodes.size()) < o.episodes) {
     const size_t m = data.episodes.size() % o.models.size();
     double secs = 0;
-    auto e = wm::random_episode(*envs[m], encoder, cfg.noop_share, rng, &secs);
+    if (policy) policy->reset();
+    auto e = wm::record_episode(*envs[m], encoder, choose, &secs);
     if (!e) return e.error();
     e->model = static_cast<int32_t>(m);
     step_seconds += secs;
@@ -261,6 +282,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   if (sum.collected > 0)
     if (auto st = wm::write_data(data_path, data); !st.ok()) return st.error();
   sum.episodes = static_cast<int64_t>(data.episodes.size());
+  sum.data_steps = data.steps();
 
   // Held-out split: a seeded shuffle of episode indices.
   std::vector<size_t> order(data.episodes.size());
@@ -280,7 +302,21 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     }
   const double reward_std = std::max(1e-3, std::sqrt(r2 / std::max<int64_t>(rn, 1)));
 
-  wm::WorldModelNet net(static_cast<int>(Z), static_cast<int>(N), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min, cfg.log_sigma_max);
+  wm::WorldModelNet net(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min, cfg.log_sigma_max);
+  {
+    // Per-dimension mean and std of z over the training episodes' states.
+    auto sum_z = torch::zeros({Z}, torch::kDouble), sum_z2 = torch::zeros({Z}, torch::kDouble);
+    int64_t count = 0;
+    for (const auto* e : train) {
+      auto z = torch::from_blob(const_cast<float*>(e->z.data()), {e->T + 1, Z}, torch::kFloat).to(torch::kDouble);
+      sum_z += z.sum(0);
+      sum_z2 += z.pow(2).sum(0);
+      count += e->T + 1;
+    }
+    auto mean = sum_z / static_cast<double>(std::max<int64_t>(count, 1));
+    auto var = (sum_z2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean.pow(2)).clamp_min(0.0);
+    net->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
+  }
   torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
   int start_epoch = 0;
   json meta_base = {{"kind", "world-model"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(acfg)}, {"rules", rule_names},

@@ -111,29 +111,32 @@ void state_masks(const Observation& o, std::vector<uint8_t>& mask, std::vector<u
   }
 }
 
-Expected<EpisodeData> random_episode(Environment& env, nets::GraphEncoder& enc, double noop_share, std::mt19937_64& rng,
-                                     double* seconds) {
+Action random_action(const Observation& o, double noop_share, std::mt19937_64& rng) {
+  const int N = o.num_xfers();
+  std::vector<int> valid;
+  for (int x = 0; x < N; ++x)
+    if (o.xfer_mask[static_cast<size_t>(x)]) valid.push_back(x);
+  Action a{N, 0};
+  if (valid.empty() || std::uniform_real_distribution<double>(0.0, 1.0)(rng) < noop_share) return a;
+  a.xfer = valid[std::uniform_int_distribution<size_t>(0, valid.size() - 1)(rng)];
+  std::vector<int> locs;
+  const auto& lv = o.location_valid[static_cast<size_t>(a.xfer)];
+  for (size_t l = 0; l < lv.size(); ++l)
+    if (lv[l]) locs.push_back(static_cast<int>(l));
+  a.location = locs[std::uniform_int_distribution<size_t>(0, locs.size() - 1)(rng)];
+  return a;
+}
+
+Expected<EpisodeData> record_episode(Environment& env, nets::GraphEncoder& enc, const ChooseAction& choose, double* seconds) {
   auto first = env.reset();
   if (!first) return first.error();
   std::vector<Observation> states{std::move(*first)};
   EpisodeData e;
-  const int N = env.num_xfers();
-  std::uniform_real_distribution<double> u(0.0, 1.0);
   double secs = 0;
   for (;;) {
-    const auto& o = states.back();
-    std::vector<int> valid;
-    for (int x = 0; x < N; ++x)
-      if (o.xfer_mask[static_cast<size_t>(x)]) valid.push_back(x);
-    Action a{N, 0};
-    if (!valid.empty() && u(rng) >= noop_share) {
-      a.xfer = valid[std::uniform_int_distribution<size_t>(0, valid.size() - 1)(rng)];
-      std::vector<int> locs;
-      const auto& lv = o.location_valid[static_cast<size_t>(a.xfer)];
-      for (size_t l = 0; l < lv.size(); ++l)
-        if (lv[l]) locs.push_back(static_cast<int>(l));
-      a.location = locs[std::uniform_int_distribution<size_t>(0, locs.size() - 1)(rng)];
-    }
+    auto chosen = choose(states.back());
+    if (!chosen) return chosen.error();
+    const Action a = *chosen;
     auto st = env.step(a);
     if (!st) return st.error();
     secs += st->info.seconds;

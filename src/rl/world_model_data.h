@@ -5,6 +5,7 @@
 // little-endian. States carry the xfer mask without the NO-OP and each xfer's valid locations.
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,9 +43,13 @@ torch::Tensor encode(nets::GraphEncoder& enc, const std::vector<const GraphFeatu
 // The mask and location counts of a real observation, as stored.
 void state_masks(const Observation& o, std::vector<uint8_t>& mask, std::vector<uint16_t>& count);
 
-// One episode of a random agent in `env`: NO-OP with probability noop_share, otherwise a uniform
-// valid xfer and a uniform valid location of it. Returns its env-step seconds in `seconds`.
-Expected<EpisodeData> random_episode(Environment& env, nets::GraphEncoder& enc, double noop_share, std::mt19937_64& rng,
-                                     double* seconds);
+// The random data agent: NO-OP with probability noop_share, otherwise a uniform valid xfer and a
+// uniform valid location of it.
+Action random_action(const Observation& o, double noop_share, std::mt19937_64& rng);
+
+// One real episode in `env`, actions from `choose` (called once per state, in order, from the
+// reset on). Returns its env-step seconds in `seconds`.
+using ChooseAction = std::function<Expected<Action>(const Observation&)>;
+Expected<EpisodeData> record_episode(Environment& env, nets::GraphEncoder& enc, const ChooseAction& choose, double* seconds);
 
 }  // namespace rlflow::rl::wm

@@ -21,9 +21,13 @@ torch::Tensor latent_batch(const std::vector<const std::vector<float>*>& rows, i
 
 }  // namespace
 
-WorldModelNetImpl::WorldModelNetImpl(int z, int n, int h, int k, double lo, double hi)
-    : z_dim(z), num_xfers(n), hidden(h), mixtures(k), log_sigma_min(lo), log_sigma_max(hi) {
-  cell = register_module("cell", torch::nn::LSTMCell(z + n + 2, h));
+WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double lo, double hi)
+    : z_dim(z), num_xfers(n), max_locations(L), hidden(h), mixtures(k), log_sigma_min(lo), log_sigma_max(hi) {
+  z_mean = register_buffer("z_mean", torch::zeros({z}));
+  z_std = register_buffer("z_std", torch::ones({z}));
+  xfer_embedding = register_module("xfer_embedding", torch::nn::Embedding(n + 1, kXferEmbedding));
+  location_embedding = register_module("location_embedding", torch::nn::Embedding(L, kLocationEmbedding));
+  cell = register_module("cell", torch::nn::LSTMCell(z + kXferEmbedding + kLocationEmbedding, h));
   mdn = register_module("mdn", torch::nn::Linear(h, k + 2 * k * z));
   reward = register_module("reward", torch::nn::Linear(h, 1));
   done = register_module("done", torch::nn::Linear(h, 1));
@@ -31,13 +35,18 @@ WorldModelNetImpl::WorldModelNetImpl(int z, int n, int h, int k, double lo, doub
   count = register_module("count", torch::nn::Linear(h, n));
 }
 
+void WorldModelNetImpl::set_normalization(const torch::Tensor& mean, const torch::Tensor& std) {
+  torch::NoGradGuard ng;
+  z_mean.copy_(mean);
+  z_std.copy_(std.clamp_min(1e-4));
+}
+
 WorldModelNetImpl::State WorldModelNetImpl::initial(int64_t batch) const {
   return {torch::zeros({batch, hidden}), torch::zeros({batch, hidden})};
 }
 
-torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const torch::Tensor& location_frac) const {
-  auto onehot = torch::one_hot(xfer, num_xfers + 1).to(torch::kFloat);
-  return torch::cat({onehot, location_frac.unsqueeze(1)}, 1);
+torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const torch::Tensor& location) {
+  return torch::cat({xfer_embedding->forward(xfer), location_embedding->forward(location.clamp(0, max_locations - 1))}, 1);
 }
 
 std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl::step(const torch::Tensor& z, const torch::Tensor& action,

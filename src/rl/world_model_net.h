@@ -10,7 +10,7 @@ namespace rlflow::rl::wm {
 // done flag of (z_t, a_t) and for the next state's xfer mask (multi-label) and log(1 + number of
 // valid locations) of each xfer, so a dream step never needs the real environment.
 struct WorldModelNetImpl : torch::nn::Module {
-  WorldModelNetImpl(int z_dim, int num_xfers, int hidden, int mixtures, double log_sigma_min, double log_sigma_max);
+  WorldModelNetImpl(int z_dim, int num_xfers, int max_locations, int hidden, int mixtures, double log_sigma_min, double log_sigma_max);
   struct State {
     torch::Tensor h, c;  // [B, hidden]
   };
@@ -20,12 +20,22 @@ struct WorldModelNetImpl : torch::nn::Module {
     torch::Tensor mask_logit, log_count;     // [B, N]
   };
   State initial(int64_t batch) const;
-  // LSTM input for actions: one-hot xfer (N + 1) and location / L.
-  torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location_frac) const;
+  // The world model (and the controller) see z standardised per dimension with the training
+  // data's mean and std (buffers, saved with the model), so the log-sigma floor means the same
+  // relative precision in every dimension.
+  torch::Tensor normalize(const torch::Tensor& z) const { return (z - z_mean) / z_std; }
+  void set_normalization(const torch::Tensor& mean, const torch::Tensor& std);
+  // LSTM input for actions: learned embeddings of the xfer (N + 1 entries; a lookup, not a one-hot
+  // matmul, which was a third of a dream step's FLOPs at N = 321) and of the location index
+  // (int64 tensors [B]). A scalar location / L made neighbouring matches indistinguishable.
+  torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location);
   std::pair<State, Heads> step(const torch::Tensor& z, const torch::Tensor& action, const State& s);
 
-  int z_dim, num_xfers, hidden, mixtures;
+  static constexpr int kXferEmbedding = 32, kLocationEmbedding = 16;
+  int z_dim, num_xfers, max_locations, hidden, mixtures;
   double log_sigma_min, log_sigma_max;
+  torch::Tensor z_mean, z_std;  // [Z]
+  torch::nn::Embedding xfer_embedding{nullptr}, location_embedding{nullptr};
   torch::nn::LSTMCell cell{nullptr};
   torch::nn::Linear mdn{nullptr}, reward{nullptr}, done{nullptr}, mask{nullptr}, count{nullptr};
 };
