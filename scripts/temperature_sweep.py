@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The dream-temperature sweep (RLFlow table 5.2): agents trained inside one world model at several temperatures.
 
-1. The world model (skipped with --world-model WM): a model-free agent,
-   `rlflow train-agent --model M --out OUT_DIR/agent.pt --episodes A --seed 0 --deterministic --json`, whose frozen
-   graph encoder and xfers feed `rlflow train-world-model --model M --agent OUT_DIR/agent.pt --out OUT_DIR/wm.pt
-   --episodes W --seed 0 --deterministic --json` (an old wm.pt, its rollout data and log are removed first).
+1. The world model (skipped with --world-model WM): `rlflow train-world-model --model M --out OUT_DIR/wm.pt
+   --episodes W --seed 0 --deterministic --json` with a random frozen encoder, or (--agent-episodes A > 0) with the
+   encoder of a model-free agent `rlflow train-agent --model M --out OUT_DIR/agent.pt --episodes A` (an old wm.pt,
+   its rollout data and log are removed first).
 2. Per temperature tau (--temperatures) and seed (0 .. --seeds - 1): `rlflow train-agent --world-model WM --model M
-   --out OUT_DIR/dream_t{tau}_s{seed}.pt --episodes D --temperature tau --seed seed --deterministic --json`.
+   --out OUT_DIR/dream_t{tau}_s{seed}.pt --episodes D --temperature tau --seed seed --dream-batch B --eval-every 0
+   --deterministic --json`.
    dream score = mean dream return of the last PPO update; real score = improvement (percent) of the agent's greedy
    rollout in the real environment.
 3. One row per tau: dream score and real score as mean +- std over the seeds (sample std, n - 1; 0 for one seed),
@@ -81,17 +82,20 @@ def build_world_model(args) -> dict:
     agent, wm = args.out_dir / "agent.pt", args.out_dir / "wm.pt"
     fresh(agent, Path(f"{agent}.jsonl"), wm, Path(f"{wm}.jsonl"), Path(f"{wm}.data"))
     res: dict = {"built": True, "agent_episodes": args.agent_episodes, "wm_episodes": args.wm_episodes}
-    log(f"train-agent (model-free) --episodes {args.agent_episodes} -> {agent}")
-    r = rlflow(args.binary, ["train-agent", *common_args(args), "--out", str(agent), "--episodes",
-                             str(args.agent_episodes), "--seed", "0"], args.timeout)
-    res["agent_wall_s"] = r["wall_s"]
-    if not r["ok"]:
-        res["error"] = f"train-agent: {r['error']}"
-        return res
-    res["agent"] = r["doc"].get("agent", str(agent))
-    res["agent_doc"] = r["doc"]
+    encoder: list[str] = []
+    if args.agent_episodes > 0:
+        log(f"train-agent (model-free) --episodes {args.agent_episodes} -> {agent}")
+        r = rlflow(args.binary, ["train-agent", *common_args(args), "--out", str(agent), "--episodes",
+                                 str(args.agent_episodes), "--seed", "0"], args.timeout)
+        res["agent_wall_s"] = r["wall_s"]
+        if not r["ok"]:
+            res["error"] = f"train-agent: {r['error']}"
+            return res
+        res["agent"] = r["doc"].get("agent", str(agent))
+        res["agent_doc"] = r["doc"]
+        encoder = ["--agent", res["agent"]]
     log(f"train-world-model --episodes {args.wm_episodes} -> {wm}")
-    r = rlflow(args.binary, ["train-world-model", *common_args(args), "--agent", res["agent"], "--out", str(wm),
+    r = rlflow(args.binary, ["train-world-model", *common_args(args), *encoder, "--out", str(wm),
                              "--episodes", str(args.wm_episodes), "--seed", "0"], args.timeout)
     res["wm_wall_s"] = r["wall_s"]
     if not r["ok"]:
@@ -122,7 +126,8 @@ def dream_run(args, wm: str, tau: float, seed: int) -> dict:
     out = args.out_dir / f"dream_t{tau:g}_s{seed}.pt"
     fresh(out, Path(f"{out}.jsonl"))
     r = rlflow(args.binary, ["train-agent", "--world-model", wm, *common_args(args), "--out", str(out), "--episodes",
-                             str(args.dream_episodes), "--temperature", f"{tau:g}", "--seed", str(seed)], args.timeout)
+                             str(args.dream_episodes), "--temperature", f"{tau:g}", "--seed", str(seed),
+                             "--dream-batch", str(args.dream_batch), "--eval-every", "0"], args.timeout)
     run: dict = {"temperature": tau, "seed": seed, "wall_s": r["wall_s"]}
     if not r["ok"]:
         run["error"] = r["error"]
@@ -197,13 +202,15 @@ def header(args, wm: dict) -> str:
     if "error" in wm and not wm.get("world_model"):
         wm_text = f"world model: {cell_err(wm['error'])}"
     else:
-        made = (f"built from a {wm['agent_episodes']}-episode model-free agent and {wm['wm_episodes']} real episodes"
+        enc = (f"the encoder of a {wm['agent_episodes']}-episode model-free agent" if wm.get("agent_episodes")
+               else "a random frozen encoder")
+        made = (f"built from {enc} and {wm['wm_episodes']} random-agent episodes"
                 if wm.get("built") else f"given ({wm.get('world_model')})")
         wm_text = (f"world model {made}: held-out NLL {num(wm.get('heldout_nll'), '{:.4f}')}, "
                    f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, "
                    f"mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
     return (f"Temperature sweep on {model}{prof}, deterministic (analytic cost); {args.dream_episodes} dream episodes "
-            f"per agent, seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
+            f"per agent ({args.dream_batch} per PPO update), seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
             f"(%) of the greedy rollout in the real environment.")
 
 
@@ -255,9 +262,12 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0 .. SEEDS-1 per temperature (default 5)")
     ap.add_argument("--world-model", type=Path, default=None,
                     help="use this world model (train-world-model --out) instead of building one")
-    ap.add_argument("--agent-episodes", type=int, default=80, help="episodes of the model-free agent (default 80)")
-    ap.add_argument("--wm-episodes", type=int, default=100, help="train-world-model --episodes (default 100)")
-    ap.add_argument("--dream-episodes", type=int, default=320, help="dream train-agent --episodes (default 320)")
+    ap.add_argument("--agent-episodes", type=int, default=0,
+                    help="episodes of a model-free agent whose encoder the world model uses (default 0: a random "
+                         "frozen encoder, no real steps spent on it)")
+    ap.add_argument("--wm-episodes", type=int, default=30, help="train-world-model --episodes (default 30)")
+    ap.add_argument("--dream-episodes", type=int, default=1024, help="dream train-agent --episodes (default 1024)")
+    ap.add_argument("--dream-batch", type=int, default=32, help="train-agent --dream-batch (default 32)")
     ap.add_argument("--device-profile", default="h100", help="analytic device profile (default h100; '' for none)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
@@ -268,8 +278,9 @@ def main() -> int:
     ap.add_argument("--png", type=Path, default=ROOT / "results" / "temperature_sweep.png")
     ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
     args = ap.parse_args()
-    if args.seeds < 1 or min(args.agent_episodes, args.wm_episodes, args.dream_episodes) < 1:
-        print("temperature_sweep: error: --seeds and the episode counts must be >= 1", file=sys.stderr)
+    if args.seeds < 1 or min(args.wm_episodes, args.dream_episodes, args.dream_batch) < 1 or args.agent_episodes < 0:
+        print("temperature_sweep: error: --seeds, --dream-batch and the episode counts must be >= 1 "
+              "(--agent-episodes >= 0)", file=sys.stderr)
         return 2
     if any(not math.isfinite(t) or t <= 0 for t in args.temperatures):
         print("temperature_sweep: error: temperatures must be > 0", file=sys.stderr)
