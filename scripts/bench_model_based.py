@@ -38,10 +38,7 @@ def log(msg: str) -> None:
     print(f"[bench_model_based] {msg}", file=sys.stderr, flush=True)
 
 
-def fresh(*paths: Path) -> None:
-    for p in paths:
-        if p.exists():
-            p.unlink()
+fresh = rlflow_json.fresh
 
 
 def model_based(args, model: Path, name: str) -> dict:

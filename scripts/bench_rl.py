@@ -96,9 +96,7 @@ def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
     if missing:
         return {"error": ", ".join(f"{m}: missing (scripts/export_models {m.stem})" for m in missing)}
     agent.parent.mkdir(parents=True, exist_ok=True)
-    for p in (agent, log_path):  # train-agent appends to an existing log; this run starts afresh
-        if p.exists():
-            p.unlink()
+    rlflow_json.fresh(agent, log_path)  # train-agent appends to an existing log; this run starts afresh
     cmd = ["train-agent", *[a for m in models for a in ("--model", str(m))], "--out", str(agent), "--log", str(log_path),
            "--episodes", str(args.episodes), "--seed", str(args.seed), *cost_args(args)]
     if args.config:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
 
 def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:
@@ -34,3 +35,11 @@ def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:
     if code < 0:
         why = f"killed by signal {-code}: {why}"
     return {"ok": False, "error": f"{why} (exit {code})", "wall_s": wall}
+
+
+def fresh(*paths: Path) -> None:
+    """Removes old outputs before a run: train-agent appends to an existing log, train-world-model reuses its
+    rollout data."""
+    for p in paths:
+        if p.exists():
+            p.unlink()

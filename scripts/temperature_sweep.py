@@ -54,11 +54,7 @@ def common_args(args) -> list[str]:
     return out
 
 
-def fresh(*paths: Path) -> None:
-    """Removes old outputs: train-agent appends to an existing log, train-world-model reuses its rollout data."""
-    for p in paths:
-        if p.exists():
-            p.unlink()
+fresh = rlflow_json.fresh
 
 
 def last_log_record(path: Path) -> dict:

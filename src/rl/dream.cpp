@@ -118,16 +118,13 @@ Expected<Step> DreamEnv::step(const Action& a) {
 
 void RealActor::reset() { state_ = net_->initial(1); }
 
-Action RealActor::choose(const Observation& o, bool greedy, std::mt19937_64& rng) {
+Action RealActor::choose(Observation& o, bool greedy, std::mt19937_64& rng) {
   torch::NoGradGuard ng;
   if (!state_.h.defined()) reset();
   z_ = net_->normalize(encode(enc_, {o.graph.get()}));
   auto lat = torch::cat({z_, state_.h}, 1).contiguous();
-  Observation with_latent;
-  with_latent.xfer_mask = o.xfer_mask;
-  with_latent.location_valid = o.location_valid;
-  with_latent.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
-  return act(ctrl_, {&with_latent}, greedy, rng)[0].action;
+  o.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
+  return act(ctrl_, {&o}, greedy, rng)[0].action;
 }
 
 void RealActor::advance(const Action& a) {
@@ -338,12 +335,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     u.best_by_model = sum.real_improvement;
     u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
     u.seconds = since(t0);
-    u.policy_loss = us.policy_loss;
-    u.value_loss = us.value_loss;
-    u.entropy = us.entropy;
-    u.approx_kl = us.approx_kl;
-    u.clip_fraction = us.clip_fraction;
-    u.ppo_epochs = us.epochs;
+    ppo::record(us, u);
     if (log)
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"dream_steps", u.env_steps}, {"mean_return", u.mean_return},
                   {"dream_score", u.mean_return}, {"real_score", sum.real_score}, {"best_improvement", u.best_improvement},

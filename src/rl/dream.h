@@ -56,8 +56,9 @@ class RealActor {
  public:
   RealActor(ControllerNet ctrl, nets::GraphEncoder enc, WorldModelNet net) : ctrl_(std::move(ctrl)), enc_(std::move(enc)), net_(std::move(net)) {}
   void reset();  // before each episode
-  // The controller's action in `o` (greedy or sampled); it then waits for advance().
-  Action choose(const Observation& o, bool greedy, std::mt19937_64& rng);
+  // The controller's action in `o` (greedy or sampled; sets o.latent = [z, h]); it then waits
+  // for advance().
+  Action choose(Observation& o, bool greedy, std::mt19937_64& rng);
   // Feeds (z of the last chosen-on state, the action actually taken) to the LSTM.
   void advance(const Action& a);
   nets::GraphEncoder& encoder() { return enc_; }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nets.h"
+#include "rlflow/rl/agent.h"
 #include "rlflow/rl/config.h"
 #include "rlflow/rl/environment.h"
 
@@ -62,6 +63,15 @@ struct UpdateStats {
   int epochs = 0, minibatches = 0;
   bool early_stop = false;
 };
+// The update's statistics into a training-progress record.
+inline void record(const UpdateStats& s, UpdateLog& u) {
+  u.policy_loss = s.policy_loss;
+  u.value_loss = s.value_loss;
+  u.entropy = s.entropy;
+  u.approx_kl = s.approx_kl;
+  u.clip_fraction = s.clip_fraction;
+  u.ppo_epochs = s.epochs;
+}
 using Evaluator = std::function<Evaluated(const std::vector<const Transition*>&)>;
 // PPO epochs over `data` for any actor-critic: `eval` re-evaluates a minibatch under the current
 // parameters `params`.

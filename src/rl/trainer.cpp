@@ -232,12 +232,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
     u.real_step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0;
     u.seconds = since(t0);
-    u.policy_loss = st.policy_loss;
-    u.value_loss = st.value_loss;
-    u.entropy = st.entropy;
-    u.approx_kl = st.approx_kl;
-    u.clip_fraction = st.clip_fraction;
-    u.ppo_epochs = st.epochs;
+    ppo::record(st, u);
     if (log) {
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"env_steps", u.env_steps}, {"mean_return", u.mean_return},
                   {"mean_improvement", u.mean_improvement}, {"best_improvement", u.best_improvement},

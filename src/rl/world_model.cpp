@@ -256,7 +256,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     policy.emplace(std::move(*a));
   }
   std::uniform_real_distribution<double> u01(0.0, 1.0);
-  const wm::ChooseAction choose = [&](const Observation& obs) -> Expected<Action> {
+  const wm::ChooseAction choose = [&](Observation& obs) -> Expected<Action> {
     if (!policy) return wm::random_action(obs, cfg.noop_share, rng);
     Action a = policy->choose(obs, false, rng);
     if (u01(rng) < cfg.policy_epsilon) a = wm::random_action(obs, cfg.noop_share, rng);

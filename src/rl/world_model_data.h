@@ -48,8 +48,8 @@ void state_masks(const Observation& o, std::vector<uint8_t>& mask, std::vector<u
 Action random_action(const Observation& o, double noop_share, std::mt19937_64& rng);
 
 // One real episode in `env`, actions from `choose` (called once per state, in order, from the
-// reset on). Returns its env-step seconds in `seconds`.
-using ChooseAction = std::function<Expected<Action>(const Observation&)>;
+// reset on; it may fill the observation's latent). Returns its env-step seconds in `seconds`.
+using ChooseAction = std::function<Expected<Action>(Observation&)>;
 Expected<EpisodeData> record_episode(Environment& env, nets::GraphEncoder& enc, const ChooseAction& choose, double* seconds);
 
 }  // namespace rlflow::rl::wm
