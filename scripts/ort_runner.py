@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""onnxruntime behind rlflow's `bench --target ort`: a long-lived helper process.
+
+rlflow starts it once and talks to it in JSON lines on stdin/stdout, one reply per request:
+  {"cmd": "hello"}                                    -> {"ok": true, "onnxruntime": "1.19.2", "cores": 2}
+  {"cmd": "load", "path": P, "threads": T, "seed": S,
+   "inputs": [{"name": N, "shape": [...]}, ...]}      -> {"ok": true, "id": K}
+  {"cmd": "run", "id": K, "n": R}                      -> {"ok": true, "ms": [R wall-clock times]}
+  {"cmd": "quit"}                                      -> (exits)
+Sessions use onnxruntime's default graph optimisation level (ORT_ENABLE_ALL) on the CPU execution
+provider, as a user's deployment would; T = 0 lets onnxruntime use every core. Inputs are seeded:
+float inputs N(0, 1), integer inputs zeros, booleans false. "inputs" gives static shapes for
+inputs whose dimensions the file leaves symbolic; other inputs take their shapes from the file.
+Errors are replies {"ok": false, "error": "..."}, never tracebacks on stdout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+DTYPES = {
+    "tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+    "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
+
+
+def load(req: dict, sessions: list) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    threads = int(req.get("threads", 1))
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(req["path"], opts, providers=["CPUExecutionProvider"])
+    given = {i["name"]: i["shape"] for i in req.get("inputs", [])}
+    rng = np.random.default_rng(int(req.get("seed", 0)))
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = given.get(i.name, i.shape)
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise ValueError(f"input '{i.name}' has symbolic shape {i.shape}: give its static shape")
+        dtype = DTYPES.get(i.type)
+        if dtype is None:
+            raise ValueError(f"input '{i.name}' has type {i.type}, which the benchmark cannot generate")
+        if dtype.startswith("float"):
+            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
+        else:
+            feeds[i.name] = np.zeros(shape, dtype=dtype)
+    sessions.append((sess, feeds))
+    return {"ok": True, "id": len(sessions) - 1}
+
+
+def run(req: dict, sessions: list) -> dict:
+    sess, feeds = sessions[int(req["id"])]
+    times = []
+    for _ in range(max(1, int(req.get("n", 1)))):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return {"ok": True, "ms": times}
+
+
+def main() -> int:
+    sessions: list = []
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            req = json.loads(line)
+            cmd = req.get("cmd")
+            if cmd == "quit":
+                return 0
+            if cmd == "hello":
+                import onnxruntime as ort
+                reply = {"ok": True, "onnxruntime": ort.__version__, "cores": os.cpu_count()}
+            elif cmd == "load":
+                reply = load(req, sessions)
+            elif cmd == "run":
+                reply = run(req, sessions)
+            else:
+                reply = {"ok": False, "error": f"unknown command {cmd!r}"}
+        except Exception as e:  # noqa: BLE001 - every failure becomes one reply line
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}".replace("\n", " ")}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

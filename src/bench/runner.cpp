@@ -1,0 +1,158 @@
+#include "rlflow/bench/runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "rlflow/cost/cudnn_backend.h"
+#include "rlflow/cost/device.h"
+#include "rlflow/cost/measure.h"
+#include "subprocess.h"
+
+namespace rlflow::bench {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string python_interpreter() {
+  if (const char* env = std::getenv("RLFLOW_PYTHON"); env && *env) return env;
+  fs::path venv;
+  if (const char* env = std::getenv("RLFLOW_VENV"); env && *env) venv = env;
+  else if (const char* home = std::getenv("HOME"); home && *home) venv = fs::path(home) / ".local" / "share" / "rlflow" / "venv";
+  std::error_code ec;
+  if (!venv.empty() && fs::exists(venv / "bin" / "python", ec)) return (venv / "bin" / "python").string();
+  return "python3";
+}
+
+std::string ort_helper_script() {
+  if (const char* env = std::getenv("RLFLOW_ORT_RUNNER"); env && *env) return env;
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / "scripts" / "ort_runner.py");
+    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / "ort_runner.py");
+  }
+  candidates.push_back(fs::path(RLFLOW_SOURCE_DIR) / "scripts" / "ort_runner.py");
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec).string();
+  return candidates.front().string();
+}
+
+namespace {
+
+int cores() { return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
+
+std::string threads_text(int threads) {
+  return threads == 1 ? "1 thread" : threads <= 0 ? "all " + std::to_string(cores()) + " cores" : std::to_string(threads) + " threads";
+}
+
+class OrtRunner : public Runner {
+ public:
+  static Expected<std::unique_ptr<Runner>> create(const RunnerOptions& o) {
+    const std::string script = ort_helper_script();
+    auto proc = LineProcess::start({python_interpreter(), script});
+    if (!proc) return proc.error();
+    std::unique_ptr<OrtRunner> r(new OrtRunner(o, std::move(*proc)));
+    auto hello = r->call(json{{"cmd", "hello"}});
+    if (!hello)
+      return Error::unsupported("onnxruntime is not usable through " + python_interpreter() + " " + script + ": " +
+                                hello.error().message + " (run scripts/setup, or set RLFLOW_PYTHON)");
+    r->version_ = (*hello).value("onnxruntime", std::string("?"));
+    return std::unique_ptr<Runner>(std::move(r));
+  }
+
+  Expected<size_t> load(const BenchModel& m) override {
+    json inputs = json::array();
+    for (auto id : m.graph.inputs()) inputs.push_back({{"name", m.graph.node(id).name}, {"shape", m.graph.node(id).outputs[0].shape}});
+    auto reply = call({{"cmd", "load"}, {"path", m.path}, {"threads", opts_.threads}, {"seed", opts_.seed}, {"inputs", inputs}});
+    if (!reply) return reply.error().with_context("onnxruntime cannot load " + m.path);
+    return (*reply)["id"].get<size_t>();
+  }
+
+  Expected<double> run(size_t model) override {
+    auto reply = call({{"cmd", "run"}, {"id", model}, {"n", 1}});
+    if (!reply) return reply.error();
+    return (*reply)["ms"][0].get<double>();
+  }
+
+  std::string description() const override {
+    return "onnxruntime " + version_ + " CPU (graph optimisation level ORT_ENABLE_ALL, " + threads_text(opts_.threads) +
+           ", wall clock)";
+  }
+
+ private:
+  OrtRunner(RunnerOptions o, std::unique_ptr<LineProcess> p) : opts_(std::move(o)), proc_(std::move(p)) {}
+
+  Expected<json> call(const json& req) {
+    auto line = proc_->request(req.dump());
+    if (!line) return line.error();
+    json reply = json::parse(*line, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) return Error::internal("unexpected reply from the onnxruntime helper: " + *line);
+    if (!reply.value("ok", false)) return Error::bad_input(reply.value("error", std::string("unknown error")));
+    return reply;
+  }
+
+  RunnerOptions opts_;
+  std::unique_ptr<LineProcess> proc_;
+  std::string version_;
+};
+
+// Runs imported graphs in-process; `measure` times one sample of a graph.
+class GraphRunner : public Runner {
+ public:
+  using Measure = std::function<Expected<cost::GraphMeasurement>(const ir::Graph&)>;
+  GraphRunner(std::string what, Measure measure) : what_(std::move(what)), measure_(std::move(measure)) {}
+
+  Expected<size_t> load(const BenchModel& m) override {
+    // One untimed run settles allocations and kernel choices, and refuses graphs the runner cannot run.
+    if (auto r = measure_(m.graph); !r) return r.error().with_context(m.path);
+    else method_ = r->method;
+    graphs_.push_back(m.graph);
+    return graphs_.size() - 1;
+  }
+  Expected<double> run(size_t model) override {
+    auto r = measure_(graphs_.at(model));
+    if (!r) return r.error();
+    return r->ms;
+  }
+  std::string description() const override { return what_ + (method_.empty() ? "" : ": " + method_); }
+
+ private:
+  std::string what_, method_;
+  Measure measure_;
+  std::vector<ir::Graph> graphs_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Runner>> make_runner(const RunnerOptions& o) {
+  if (o.target == "ort") return OrtRunner::create(o);
+  if (o.target == "cpu") {
+    cost::MeasureOptions mo;
+    mo.warmup = 0;
+    mo.repeats = 1;
+    mo.seed = o.seed;
+    mo.threads = o.threads <= 0 ? cores() : o.threads;
+    return std::unique_ptr<Runner>(std::make_unique<GraphRunner>(
+        "rlflow reference executor", [mo](const ir::Graph& g) { return cost::measure_graph_cpu(g, mo); }));
+  }
+  if (o.target == "cudnn") {
+    if (!cost::cudnn_backend_compiled()) return Error::unsupported("this rlflow was built without the CUDA backend: --target cudnn is unavailable");
+    if (cost::probe_devices().device_count == 0) return Error::unsupported("no usable GPU: --target cudnn is unavailable");
+    // One sample: the graph's kernels in sequence on one stream, median of 5 runs after 1 warm-up.
+    cost::MeasureOptions mo;
+    mo.warmup = 1;
+    mo.repeats = 5;
+    mo.seed = o.seed;
+    return std::unique_ptr<Runner>(std::make_unique<GraphRunner>(
+        "rlflow cuDNN runner", [mo](const ir::Graph& g) { return cost::measure_graph_gpu(g, mo); }));
+  }
+  return Error{ErrorCode::kUsage, "unknown bench target '" + o.target + "' (expected ort, cpu or cudnn)"};
+}
+
+}  // namespace rlflow::bench

@@ -1,0 +1,118 @@
+// `rlflow bench`: measured end-to-end latency of ONNX files on a target, interleaved, with
+// confidence intervals.
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "rlflow/bench/bench.h"
+#include "rlflow/cli/app.h"
+
+namespace rlflow::cli {
+
+using json = nlohmann::json;
+
+Expected<std::vector<int>> parse_thread_list(const std::string& text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, end - pos);
+    if (item == "all") out.push_back(0);
+    else {
+      try {
+        size_t used = 0;
+        const int v = std::stoi(item, &used);
+        if (used != item.size() || v < 1) throw std::invalid_argument(item);
+        out.push_back(v);
+      } catch (const std::exception&) {
+        return Error{ErrorCode::kUsage, "--threads: '" + item + "' is not a thread count (a positive number or 'all')"};
+      }
+    }
+    pos = end + 1;
+  }
+  return out;
+}
+
+json bench_json(const bench::BenchResult& r, const std::vector<std::string>& files, int threads, const bench::BenchOptions& o) {
+  json fs = json::array();
+  for (size_t i = 0; i < r.files.size(); ++i) {
+    const auto& f = r.files[i];
+    fs.push_back({{"file", files[i]},
+                  {"median_ms", f.median_ms},
+                  {"median_ci_ms", {f.median_ci.lo, f.median_ci.hi}},
+                  {"speedup", f.speedup.estimate},
+                  {"speedup_ci", {f.speedup.ci.lo, f.speedup.ci.hi}},
+                  {"ms", f.ms}});
+  }
+  const double coverage = r.files.empty() ? 0 : r.files.back().speedup.ci.coverage;
+  return {{"runner", r.runner}, {"threads", threads}, {"rounds", r.rounds}, {"warmup", o.warmup},
+          {"confidence", o.confidence}, {"ci_coverage", coverage}, {"files", fs}};
+}
+
+void print_bench(const bench::BenchResult& r, const std::vector<std::string>& files, const bench::BenchOptions& o) {
+  std::printf("%s; %d rounds in random order after %d warm-up runs each\n", r.runner.c_str(), r.rounds, o.warmup);
+  const int pct = static_cast<int>(o.confidence * 100 + 0.5);
+  std::printf("  %-40s %10s  %-21s %9s  %s\n", "file", "median ms", (std::to_string(pct) + "% CI").c_str(), "speedup",
+              (std::to_string(pct) + "% CI (paired by round)").c_str());
+  for (size_t i = 0; i < r.files.size(); ++i) {
+    const auto& f = r.files[i];
+    std::string name = std::filesystem::path(files[i]).filename().string();
+    if (i == 0) name += " (baseline)";
+    char ci[64], sci[64] = "";
+    std::snprintf(ci, sizeof ci, "[%.3f, %.3f]", f.median_ci.lo, f.median_ci.hi);
+    if (i > 0) std::snprintf(sci, sizeof sci, "[%.3fx, %.3fx]", f.speedup.ci.lo, f.speedup.ci.hi);
+    std::printf("  %-40s %10.3f  %-21s %8.3fx  %s\n", name.c_str(), f.median_ms, ci, f.speedup.estimate, sci);
+  }
+}
+
+int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
+  auto threads = parse_thread_list(o.threads.empty() ? (o.target == "ort" ? "1,all" : "1") : o.threads);
+  if (!threads) return report_error(g, threads.error());
+  // Every file is imported first: a bad file is a clean error before anything is timed, and the
+  // graph runners need the graphs.
+  exec::Executor ex;
+  std::vector<bench::BenchModel> models;
+  for (const auto& f : o.files) {
+    auto graph = load_model(f, o.input_shapes, ex);
+    if (!graph) return report_error(g, graph.error());
+    models.push_back({f, std::move(*graph)});
+  }
+  bench::BenchOptions bo;
+  bo.rounds = o.rounds;
+  bo.warmup = o.warmup;
+  bo.seed = o.seed;
+  bo.confidence = o.confidence;
+  bo.max_seconds = o.max_seconds;
+  json runs = json::array();
+  const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+  for (int t : *threads) {
+    bench::RunnerOptions ro;
+    ro.target = o.target;
+    ro.threads = t;
+    ro.seed = o.seed;
+    auto runner = bench::make_runner(ro);
+    if (!runner) return report_error(g, runner.error());
+    std::vector<size_t> ids;
+    for (const auto& m : models) {
+      auto id = (*runner)->load(m);
+      if (!id) return report_error(g, id.error());
+      ids.push_back(*id);
+    }
+    auto res = bench::run_bench(**runner, ids, bo, [&](int done, int planned) {
+      if (tty) std::fprintf(stderr, "\r[bench] %s: round %d/%d   ", (*runner)->description().c_str(), done, planned);
+    });
+    if (tty) std::fprintf(stderr, "\r%100s\r", "");
+    if (!res) return report_error(g, res.error());
+    if (g.json) runs.push_back(bench_json(*res, o.files, t, bo));
+    else print_bench(*res, o.files, bo);
+  }
+  if (g.json) std::cout << json{{"ok", true}, {"target", o.target}, {"runs", runs}}.dump(2) << std::endl;
+  return kOk;
+}
+
+}  // namespace rlflow::cli
