@@ -27,4 +27,9 @@ std::string AnalyticCostModel::device_fingerprint() const {
   return "analytic/" + profile_.name + "/" + buf;
 }
 
+std::vector<bool> AnalyticCostModel::runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const {
+  if (profile_.runtime == "onnxruntime") return onnxruntime_fused_nodes(g, constant);
+  return {};
+}
+
 }  // namespace rlflow::cost

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlflow/util/file_io.h"
+#include "table_entries.h"
 
 namespace rlflow::cost {
 
@@ -67,19 +67,7 @@ CachedCostModel::CachedCostModel(std::unique_ptr<CostModel> inner, std::string p
   }
   const auto& devices = (*j)["devices"];
   if (!devices.contains(fingerprint_)) return;
-  const auto& mine = devices[fingerprint_];
-  if (!mine.is_object()) return;
-  for (const auto& [key, v] : mine.items()) {
-    // Skip malformed entries one by one: a hand-edited file should not cost the whole cache.
-    uint64_t h = 0;
-    if (key.size() != 16) continue;
-    if (auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), h, 16); ec != std::errc() || p != key.data() + key.size())
-      continue;
-    if (!v.is_object() || !v.contains("ms") || !v["ms"].is_number()) continue;
-    const double ms = v["ms"].get<double>();
-    if (!std::isfinite(ms) || ms < 0) continue;
-    entries_[h] = Entry{ms, v.contains("sig") && v["sig"].is_string() ? v["sig"].get<std::string>() : std::string(), false};
-  }
+  for (auto& [h, e] : parse_table_entries(devices[fingerprint_])) entries_[h] = Entry{e.ms, std::move(e.sig), false};
   loaded_ = entries_.size();
 }
 

@@ -6,6 +6,7 @@ namespace rlflow::cost {
 
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress) {
   const auto constant = constant_nodes(g);
+  const auto fused = model.runtime_fused(g, constant);
   std::vector<NodeCost> out;
   out.reserve(g.num_ops());
   const size_t total = g.num_ops();
@@ -20,6 +21,8 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
       c.ms = kOpaqueCostMs;
     } else if (constant[i]) {
       c.folded = true;
+    } else if (!fused.empty() && fused[i]) {
+      c.fused = true;
     } else {
       auto ms = model.op_cost(OpSignature::of(g, id, constant));
       if (!ms) return ms.error().with_context(ir::node_label(g, id));

@@ -5,6 +5,7 @@
 #include "rlflow/cost/analytic.h"
 #include "rlflow/cost/cache.h"
 #include "rlflow/cost/device.h"
+#include "rlflow/cost/recorded.h"
 
 namespace rlflow::cost {
 
@@ -22,17 +23,26 @@ std::unique_ptr<CostModel> cached(std::unique_ptr<CostModel> m, const CostOption
 std::string default_profile_name() { return gpu_usable() ? "h100" : "cpu-2core"; }
 
 Expected<std::string> resolve_kind(const CostOptions& o) {
+  if (o.kind == "recorded" || o.kind == "ort") return o.kind;  // deterministic already
   if (o.deterministic || o.kind == "analytic") return std::string("analytic");
   if (o.kind == "cpu" || o.kind == "cudnn") return o.kind;
   if (o.kind == "auto" || o.kind.empty()) return std::string(gpu_usable() ? "cudnn" : "cpu");
-  return Error{ErrorCode::kUsage, "unknown cost model '" + o.kind + "' (expected auto, cudnn, cpu or analytic)"};
+  return Error{ErrorCode::kUsage, "unknown cost model '" + o.kind + "' (expected auto, cudnn, cpu, analytic, recorded or ort)"};
 }
 
 Expected<std::unique_ptr<CostModel>> make_cost_model(const CostOptions& o) {
   auto kind = resolve_kind(o);
   if (!kind) return kind.error();
-  if (*kind == "analytic") {
-    auto p = load_profile(o.device_profile.empty() ? default_profile_name() : o.device_profile);
+  if (*kind == "recorded") {
+    auto table = read_cost_table(o.cost_table.empty() ? default_cost_table() : o.cost_table);
+    if (!table) return table.error();
+    auto p = load_profile(o.device_profile.empty() ? "h100" : o.device_profile);
+    if (!p) return p.error();
+    return std::unique_ptr<CostModel>(std::make_unique<RecordedCostModel>(
+        std::move(*table), o.cost_table.empty() ? default_cost_table() : o.cost_table, std::move(*p)));
+  }
+  if (*kind == "analytic" || *kind == "ort") {
+    auto p = load_profile(!o.device_profile.empty() ? o.device_profile : *kind == "ort" ? kOrtProfile : default_profile_name());
     if (!p) return p.error();
     return std::unique_ptr<CostModel>(std::make_unique<AnalyticCostModel>(std::move(*p)));
   }

@@ -33,6 +33,7 @@ uint64_t DeviceProfile::hash() const {
   h.add(name).add(device);
   for (const auto* t : {&conv, &matmul, &vector, &special, &pool, &stream, &layout}) h.add_f(t->peak).add_f(t->efficiency);
   h.add_f(kernel_overhead_us).add_f(view_overhead_us);
+  if (!runtime.empty()) h.add(runtime);  // absent from older fingerprints: they stay valid
   return h.digest();
 }
 
@@ -40,6 +41,7 @@ Status DeviceProfile::validate() const {
   auto bad = [&](const std::string& what) { return Error::bad_input("device profile '" + name + "': " + what); };
   if (name.empty()) return Error::bad_input("device profile: missing name");
   if (device != "cpu" && device != "gpu") return bad("device must be cpu or gpu, not '" + device + "'");
+  if (!runtime.empty() && runtime != "onnxruntime") return bad("runtime must be onnxruntime or absent, not '" + runtime + "'");
   const std::pair<const char*, const Throughput*> rates[] = {
       {"compute_gflops.conv", &conv}, {"compute_gflops.matmul", &matmul}, {"compute_gflops.vector", &vector},
       {"compute_gflops.special", &special}, {"compute_gflops.pool", &pool},
@@ -84,6 +86,7 @@ Expected<DeviceProfile> parse_profile(const std::string& text, const std::string
     RLFLOW_TRY_STATUS(str("description", &p.description, false));
     RLFLOW_TRY_STATUS(str("source", &p.source, false));
     RLFLOW_TRY_STATUS(str("calibration", &p.calibration, false));
+    RLFLOW_TRY_STATUS(str("runtime", &p.runtime, false));
     auto rate = [&](const char* group, const char* key, Throughput* t) -> Status {
       const auto n = root[group][key];
       if (!n || !n.IsMap()) return Error::bad_input(label + ": missing '" + group + "." + key + "' {peak, efficiency}");
@@ -166,6 +169,8 @@ std::string profile_yaml(const DeviceProfile& p) {
   y += "device: " + p.device + "  # cpu or gpu: which real backend this profile stands in for\n";
   y += "description: " + quoted(p.description) + "\n";
   y += "source: " + quoted(p.source) + "\n";
+  if (!p.runtime.empty())
+    y += "runtime: " + quoted(p.runtime) + "  # the runtime fuses some nodes into their producers itself: they cost nothing\n";
   y += "compute_gflops:  # GFLOP/s (multiply-accumulate = 2 FLOPs)\n";
   y += rate_line("conv", p.conv, "GFLOP/s", "Conv with a spatial window or stride");
   y += rate_line("matmul", p.matmul, "GFLOP/s", "MatMul, Gemm and pointwise (1x1, stride 1) Conv: GEMMs");

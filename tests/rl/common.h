@@ -62,7 +62,7 @@ inline std::unique_ptr<cost::CostModel> analytic() {
   cost::CostOptions o;
   o.kind = "analytic";
   o.deterministic = true;
-  o.device_profile = std::string(RLFLOW_SOURCE_DIR) + "/configs/devices/h100.yaml";
+  o.device_profile = std::string(RLFLOW_SOURCE_DIR) + "/configs/devices/h100-datasheet.yaml";
   auto m = cost::make_cost_model(o);
   if (!m) throw std::runtime_error(m.error().message);
   return std::move(*m);

@@ -53,6 +53,10 @@ struct DeviceProfile {
   double kernel_overhead_us = 0;    // fixed cost of every kernel (launch, dispatch)
   double view_overhead_us = 0;      // cost of a view op (no kernel)
   std::string calibration;          // fit summary, when the profile was written by calibrate
+  // The runtime that executes the graph, when it rewrites graphs itself: "onnxruntime" fuses
+  // activations and BatchNormalization into convolutions, so those nodes cost nothing under this
+  // profile (see runtime_fused_nodes). Empty: every node runs as its own kernel.
+  std::string runtime;
 
   const Throughput& rate(ComputeClass c) const;
   const Throughput& rate(MemoryClass m) const;
@@ -77,6 +81,8 @@ class AnalyticCostModel : public CostModel {
   Expected<double> op_cost(const OpSignature& sig) override;
   std::string device_fingerprint() const override;
   std::string name() const override { return "analytic"; }
+
+  std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override;
 
   double cost_ms(const OpWork& w) const;
   const DeviceProfile& profile() const { return profile_; }

@@ -42,6 +42,9 @@ class CachedCostModel : public CostModel {
   // others), then writes atomically.
   Status save();
   CostModel& inner() { return *inner_; }
+  std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
+    return inner_->runtime_fused(g, constant);
+  }
 
  private:
   struct Entry {

@@ -35,6 +35,10 @@ class CostModel {
   // Identifies the device and backend; cached costs are only reused under the same fingerprint.
   virtual std::string device_fingerprint() const = 0;
   virtual std::string name() const = 0;
+  // Nodes the target runtime fuses into their producer on its own; they cost nothing under this
+  // model, so a rewrite that only does what the runtime does anyway is worth nothing. Indexed by
+  // node id; empty (the default) when the runtime runs every node as its own kernel.
+  virtual std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const { return {}; }
 };
 
 struct NodeCost {
@@ -42,11 +46,19 @@ struct NodeCost {
   double ms = 0;
   bool folded = false;  // all inputs constant: costs nothing
   bool opaque = false;  // fixed cost: no rewrite touches it, so it cancels in every comparison
+  bool fused = false;   // the target runtime fuses it into its producer: costs nothing
 };
 
 // constant[id]: node id's outputs are known before the graph runs (Weight, Constant, or every
 // input constant), so the node folds at export. Opaque nodes never fold; graph inputs never are.
 std::vector<bool> constant_nodes(const ir::Graph& g);
+
+// What onnxruntime's CPU graph optimisations (ORT_ENABLE_ALL) fuse into a producer, by node id:
+// an activation (Relu, Clip, Sigmoid, Tanh) after a Conv or Gemm without one, and a
+// BatchNormalization, or an Add/Mul of a per-channel constant, after a Conv (ConvBNFusion,
+// ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion). Only when the
+// producer's output has no other reader and is not a graph output, as onnxruntime requires.
+std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
 
 // Called after each costed node with (done, total); lets a CLI show progress for slow backends.
 using CostProgress = std::function<void(size_t done, size_t total)>;

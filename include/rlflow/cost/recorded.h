@@ -1,0 +1,60 @@
+#pragma once
+// The recorded backend: replays per-op timings measured on a device (a cost table in the cost
+// cache's format, e.g. configs/devices/h100-cost-table.json, 685 H100 cuDNN/cuBLAS timings) and
+// prices the ops the table lacks with an analytic profile calibrated on the same device. It is
+// deterministic and needs no GPU, so a machine without one can optimise for an H100 on measured
+// numbers (tests, CI, RL training).
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "rlflow/cost/analytic.h"
+#include "rlflow/cost/cost_model.h"
+
+namespace rlflow::cost {
+
+// configs/devices/h100-cost-table.json (next to the device profiles).
+std::string default_cost_table();
+
+// One device's entries of a cost table file: signature hash -> (ms, signature text).
+struct CostTable {
+  std::string device;  // the fingerprint the timings were recorded under
+  struct Entry {
+    double ms;
+    std::string sig;
+  };
+  std::unordered_map<uint64_t, Entry> entries;
+};
+// Reads the entries of `device` (empty: the device with the most entries) from a file in the
+// cost cache's format. Malformed entries are skipped; an unreadable file is an error.
+Expected<CostTable> read_cost_table(const std::string& path, const std::string& device = {});
+
+struct RecordedStats {
+  int64_t hits = 0;    // lookups answered by a recorded timing
+  int64_t misses = 0;  // lookups priced by the fallback profile
+  size_t entries = 0;
+  std::string table, device, fallback;
+};
+
+class RecordedCostModel : public CostModel {
+ public:
+  RecordedCostModel(CostTable table, std::string table_path, DeviceProfile fallback);
+  Expected<double> op_cost(const OpSignature& sig) override;
+  std::string device_fingerprint() const override;
+  std::string name() const override { return "recorded"; }
+  RecordedStats stats() const;
+  const DeviceProfile& fallback() const { return fallback_.profile(); }
+
+ private:
+  CostTable table_;
+  std::string path_;
+  AnalyticCostModel fallback_;
+  std::atomic<int64_t> hits_{0}, misses_{0};
+};
+
+// The recorded layer of a model built by make_cost_model, or nullptr.
+RecordedCostModel* as_recorded(CostModel& model);
+
+}  // namespace rlflow::cost

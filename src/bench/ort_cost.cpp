@@ -1,0 +1,113 @@
+#include "rlflow/bench/ort_cost.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "rlflow/bench/stats.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/onnx/model_io.h"
+
+namespace rlflow::bench {
+
+namespace fs = std::filesystem;
+
+Expected<ir::Graph> single_op_graph(const cost::OpSignature& sig) {
+  ir::ModelMeta meta;
+  meta.opsets = {{"", 17}};  // LayerNormalization is an ONNX op from opset 17
+  ir::GraphBuilder b(meta);
+  std::vector<ir::ValueRef> ins;
+  for (size_t k = 0; k < sig.inputs.size(); ++k) {
+    const auto& t = sig.inputs[k];
+    const bool constant = k < sig.input_is_constant.size() && sig.input_is_constant[k];
+    if (!constant) {
+      ins.push_back(b.input("x" + std::to_string(k), t));
+    } else if (ir::is_float(t.dtype)) {
+      ins.push_back(b.weight("w" + std::to_string(k), ir::random_tensor(t.shape, k + 1, t.dtype)));
+    } else {
+      std::vector<std::byte> zeros(static_cast<size_t>(t.numel()) * ir::dtype_size(t.dtype));
+      ins.push_back(b.weight("w" + std::to_string(k), std::make_shared<const ir::Tensor>(t, std::move(zeros))));
+    }
+  }
+  auto outs = b.try_op(sig.kind, ins, sig.params);
+  if (!outs) return outs.error();
+  for (size_t k = 0; k < outs->size(); ++k) b.output((*outs)[k], "y" + std::to_string(k));
+  return std::move(b).build();
+}
+
+namespace {
+
+class OrtCostModel : public cost::CostModel {
+ public:
+  OrtCostModel(OrtCostOptions o, std::unique_ptr<Runner> r, std::string dir)
+      : opts_(o), runner_(std::move(r)), dir_(std::move(dir)) {}
+  ~OrtCostModel() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  Expected<double> op_cost(const cost::OpSignature& sig) override {
+    if (sig.kind == ir::OpKind::kOpaque) return cost::kOpaqueCostMs;
+    // Each run pays the session call from Python once; inside a whole model it is paid once per
+    // run, not per op, so it is measured on an almost empty model and taken off every op.
+    if (call_overhead_ms_ < 0) {
+      cost::OpSignature tiny;
+      tiny.kind = ir::OpKind::kRelu;
+      tiny.inputs = tiny.outputs = {{ir::DType::kFloat32, {1}}};
+      tiny.input_is_constant = {false};
+      call_overhead_ms_ = 0;
+      auto t = time_op(tiny);
+      if (!t) return t.error();
+      call_overhead_ms_ = *t;
+    }
+    auto ms = time_op(sig);
+    if (!ms) return ms.error();
+    return std::max(0.0, *ms - call_overhead_ms_);
+  }
+  std::string device_fingerprint() const override { return "ort/" + runner_->description(); }
+  std::string name() const override { return "ort"; }
+
+ private:
+  Expected<double> time_op(const cost::OpSignature& sig) {
+    auto g = single_op_graph(sig);
+    if (!g) return g.error().with_context(sig.str());
+    const std::string path = (fs::path(dir_) / ("op" + std::to_string(count_++) + ".onnx")).string();
+    onnxio::ExportOptions eo;
+    eo.check = false;
+    if (auto st = onnxio::write_model_file(*g, path, eo); !st.ok()) return st.error().with_context(sig.str());
+    auto id = runner_->load({path, *g});
+    if (!id) return id.error().with_context(sig.str());
+    std::vector<double> times;
+    for (int i = 0; i < opts_.warmup + opts_.repeats; ++i) {
+      auto ms = runner_->run(*id);
+      if (!ms) return ms.error();
+      if (i >= opts_.warmup) times.push_back(*ms);
+    }
+    return median(times);
+  }
+
+  OrtCostOptions opts_;
+  double call_overhead_ms_ = -1;
+  std::unique_ptr<Runner> runner_;
+  std::string dir_;
+  int count_ = 0;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<cost::CostModel>> make_ort_cost_model(const OrtCostOptions& o) {
+  RunnerOptions ro;
+  ro.target = "ort";
+  ro.threads = o.threads;
+  auto r = make_runner(ro);
+  if (!r) return r.error();
+  std::error_code ec;
+  auto dir = fs::temp_directory_path(ec) / ("rlflow-ort-ops-" + std::to_string(getpid()));
+  fs::create_directories(dir, ec);
+  if (ec) return Error::internal("cannot create " + dir.string() + ": " + ec.message());
+  return std::unique_ptr<cost::CostModel>(std::make_unique<OrtCostModel>(o, std::move(*r), dir.string()));
+}
+
+}  // namespace rlflow::bench

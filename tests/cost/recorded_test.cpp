@@ -1,0 +1,147 @@
+// The recorded backend (replayed per-op timings, misses priced by a profile) and the pricing of
+// what onnxruntime fuses by itself.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "rlflow/cost/analytic.h"
+#include "rlflow/cost/factory.h"
+#include "rlflow/cost/recorded.h"
+#include "rlflow/ir/builder.h"
+
+namespace rlflow::cost {
+namespace {
+
+using namespace testing;
+
+void write_table(const std::string& path, const std::vector<std::pair<OpSignature, double>>& entries, const std::string& device = "dev") {
+  nlohmann::json devs = nlohmann::json::object();
+  for (const auto& [s, ms] : entries) {
+    char key[20];
+    std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(s.hash()));
+    devs[key] = {{"ms", ms}, {"sig", s.str()}};
+  }
+  nlohmann::json j{{"format", "rlflow-cost-cache"}, {"version", 1}, {"devices", {{device, devs}}}};
+  std::ofstream(path) << j.dump();
+}
+
+TEST(Recorded, ReplaysHitsAndPricesMissesWithTheProfile) {
+  TempDir dir;
+  const auto conv = sig(ir::OpKind::kConv, conv2d(3), {{{1, 8, 16, 16}}, {{8, 8, 3, 3}, true}});
+  const auto relu = sig(ir::OpKind::kRelu, {}, {{{1, 8, 16, 16}}});
+  write_table(dir.file("t.json"), {{conv, 0.123}});
+  auto table = read_cost_table(dir.file("t.json"));
+  ASSERT_TRUE(table) << table.error().message;
+  EXPECT_EQ(table->device, "dev");
+  auto profile = load_profile("h100");
+  ASSERT_TRUE(profile);
+  RecordedCostModel m(std::move(*table), dir.file("t.json"), *profile);
+  auto hit = m.op_cost(conv);
+  ASSERT_TRUE(hit);
+  EXPECT_DOUBLE_EQ(*hit, 0.123);
+  auto miss = m.op_cost(relu);
+  ASSERT_TRUE(miss);
+  AnalyticCostModel analytic(*profile);
+  EXPECT_DOUBLE_EQ(*miss, *analytic.op_cost(relu));
+  EXPECT_DOUBLE_EQ(*m.op_cost(conv), 0.123);  // deterministic
+  const auto s = m.stats();
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_EQ(s.fallback, "h100");
+}
+
+TEST(Recorded, AHashCollisionIsAMiss) {
+  TempDir dir;
+  const auto conv = sig(ir::OpKind::kConv, conv2d(3), {{{1, 8, 16, 16}}, {{8, 8, 3, 3}, true}});
+  nlohmann::json devs;
+  char key[20];
+  std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(conv.hash()));
+  devs[key] = {{"ms", 5.0}, {"sig", "some other op"}};
+  std::ofstream(dir.file("t.json")) << nlohmann::json{{"devices", {{"d", devs}}}}.dump();
+  auto table = read_cost_table(dir.file("t.json"));
+  ASSERT_TRUE(table);
+  RecordedCostModel m(std::move(*table), "t", *load_profile("h100"));
+  EXPECT_NE(*m.op_cost(conv), 5.0);
+  EXPECT_EQ(m.stats().misses, 1);
+}
+
+TEST(Recorded, BadTablesAreErrors) {
+  TempDir dir;
+  EXPECT_FALSE(read_cost_table(dir.file("missing.json")));
+  std::ofstream(dir.file("bad.json")) << "{not json";
+  EXPECT_FALSE(read_cost_table(dir.file("bad.json")));
+  std::ofstream(dir.file("empty.json")) << R"({"devices": {}})";
+  EXPECT_FALSE(read_cost_table(dir.file("empty.json")));
+  EXPECT_FALSE(read_cost_table(dir.file("bad.json"), "no-such-device"));
+}
+
+TEST(Recorded, TheShippedH100TableLoadsThroughTheFactory) {
+  CostOptions o;
+  o.kind = "recorded";
+  auto m = make_cost_model(o);
+  ASSERT_TRUE(m) << m.error().message;
+  auto* rec = as_recorded(**m);
+  ASSERT_NE(rec, nullptr);
+  EXPECT_GT(rec->stats().entries, 600u);
+  EXPECT_NE(rec->stats().device.find("H100"), std::string::npos);
+  // A resnet-style 3x3 convolution at batch 1 was recorded on the H100.
+  const auto conv = sig(ir::OpKind::kConv, conv2d(3), {{{1, 64, 56, 56}}, {{64, 64, 3, 3}, true}, {{64}, true}});
+  ASSERT_TRUE(rec->op_cost(conv));
+  EXPECT_EQ((*m)->name(), "recorded");
+}
+
+// Conv -> BatchNormalization -> Relu, the BatchNorm folded or not: onnxruntime runs both as one
+// fused Conv, so under the ort profile both graphs cost the same.
+ir::Graph conv_bn_relu(bool folded) {
+  ir::GraphBuilder b;
+  auto x = b.input("x", {ir::DType::kFloat32, {1, 8, 16, 16}});
+  auto w = b.weight("w", ir::random_tensor({8, 8, 3, 3}, 1));
+  auto bias = b.weight("b", ir::random_tensor({8}, 2));
+  auto y = b.op(ir::OpKind::kConv, {x, w, bias}, conv2d(3));
+  if (!folded) {
+    std::vector<ir::ValueRef> bn{y};
+    for (int k = 0; k < 4; ++k) bn.push_back(b.weight("bn" + std::to_string(k), ir::random_tensor({8}, 3 + k)));
+    y = b.op(ir::OpKind::kBatchNorm, bn, ir::NormParams{});
+  }
+  b.output(b.relu(y), "y");
+  return std::move(b).build();
+}
+
+TEST(OnnxruntimeFusions, ActivationAndBatchNormAfterConvAreFree) {
+  auto g = conv_bn_relu(false);
+  auto fused = onnxruntime_fused_nodes(g, constant_nodes(g));
+  int n_fused = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (fused[i]) {
+      ++n_fused;
+      const auto k = g.node(static_cast<ir::NodeId>(i)).kind;
+      EXPECT_TRUE(k == ir::OpKind::kBatchNorm || k == ir::OpKind::kRelu) << ir::op_name(k);
+    }
+  EXPECT_EQ(n_fused, 2);
+  auto ort = make_cost_model(CostOptions{.kind = "ort"});
+  ASSERT_TRUE(ort) << ort.error().message;
+  auto before = graph_cost(g, **ort), after = graph_cost(conv_bn_relu(true), **ort);
+  ASSERT_TRUE(before && after);
+  EXPECT_DOUBLE_EQ(*before, *after);
+  // A profile without a runtime prices the BatchNorm and the Relu as kernels of their own.
+  auto plain = make_cost_model(CostOptions{.kind = "analytic", .device_profile = "cpu-2core"});
+  ASSERT_TRUE(plain);
+  EXPECT_GT(*graph_cost(g, **plain), *graph_cost(conv_bn_relu(true), **plain));
+}
+
+TEST(OnnxruntimeFusions, ASharedConvOutputIsNotFused) {
+  ir::GraphBuilder b;
+  auto x = b.input("x", {ir::DType::kFloat32, {1, 4, 8, 8}});
+  auto y = b.op(ir::OpKind::kConv, {x, b.weight("w", ir::random_tensor({4, 4, 1, 1}, 1))}, conv2d(1));
+  b.output(b.relu(y), "a");
+  b.output(y, "b");  // the conv output is also a graph output: onnxruntime cannot fuse
+  auto g = std::move(b).build();
+  auto fused = onnxruntime_fused_nodes(g, constant_nodes(g));
+  for (bool f : fused) EXPECT_FALSE(f);
+}
+
+}  // namespace
+}  // namespace rlflow::cost
