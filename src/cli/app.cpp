@@ -8,10 +8,15 @@
 #include <iostream>
 
 #include "commands.h"
+#include "rlflow/cost/factory.h"
 
 namespace rlflow::cli {
 
 namespace {
+
+constexpr const char* kCostModelHelp =
+    "auto (cudnn with a GPU, else cpu), cudnn, cpu, analytic, recorded (replayed H100 timings, --cost-table) or ort "
+    "(analytic onnxruntime CPU profile)";
 
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("rlflow");
@@ -55,11 +60,24 @@ int run(int argc, char** argv) {
   c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, not just the default set");
-  c_opt->add_option("--cost-model", opt.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))
+  c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
+      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+  c_opt->add_option("--cost-model", opt.cost_model,
+                    "auto (the target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded or ort")
+      ->check(CLI::IsMember(cost::cost_model_kinds()))
       ->capture_default_str();
   c_opt->add_flag("--deterministic", opt.deterministic, "Force the analytic cost model (exactly reproducible)");
   c_opt->add_option("--device-profile", opt.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c_opt->add_option("--cost-table", opt.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
+  c_opt->add_option("--measure", opt.measure,
+                    "Measure the result against the input on the target before writing it: auto (when the target runs here; not with "
+                    "--deterministic), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  c_opt->add_option("--bench-rounds", opt.bench_rounds, "Measurement: interleaved rounds per candidate")->capture_default_str();
+  c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")->capture_default_str();
+  c_opt->add_option("--bench-max-seconds", opt.bench_max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
+      ->capture_default_str();
+  c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->capture_default_str();
   c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->capture_default_str();
@@ -80,8 +98,8 @@ int run(int argc, char** argv) {
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer, not just the default set");
-  c_train->add_option("--cost-model", train.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_train->add_option("--cost-model", train.cost_model, kCostModelHelp)
+      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_train->add_flag("--deterministic", train.deterministic, "Force the analytic cost model (exactly reproducible)");
   c_train->add_option("--device-profile", train.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
@@ -110,8 +128,8 @@ int run(int argc, char** argv) {
   c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
   c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer, not just the default set");
-  c_wm->add_option("--cost-model", wmo.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_wm->add_option("--cost-model", wmo.cost_model, kCostModelHelp)
+      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_wm->add_flag("--deterministic", wmo.deterministic, "Force the analytic cost model (exactly reproducible)");
   c_wm->add_option("--device-profile", wmo.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_wm->add_option("--input-shape", wmo.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
@@ -124,6 +142,20 @@ int run(int argc, char** argv) {
   c_run->add_option("--atol", run.atol, "Absolute tolerance")->capture_default_str();
   c_run->add_option("--rtol", run.rtol, "Relative tolerance")->capture_default_str();
   c_run->add_flag("--json", g.json, "Print one JSON document");
+
+  BenchCmdOptions bench;
+  auto* c_bench = app.add_subcommand("bench", "Measure ONNX files end to end on a target: median latency and speedup over the first file, with confidence intervals");
+  c_bench->add_option("files", bench.files, "ONNX models; the first is the baseline")->required();
+  c_bench->add_option("--target", bench.target, "ort (onnxruntime CPU), cpu (rlflow's reference executor) or cudnn (rlflow's GPU runner)")
+      ->check(CLI::IsMember({"ort", "cpu", "cudnn"}))->capture_default_str();
+  c_bench->add_option("--threads", bench.threads, "Comma-separated thread counts, 'all' = every core (default: ort 1,all; cpu 1)");
+  c_bench->add_option("--rounds", bench.rounds, "Timed runs of each file, one per round, in a new random order each round")->capture_default_str();
+  c_bench->add_option("--warmup", bench.warmup, "Untimed runs of each file first")->capture_default_str();
+  c_bench->add_option("--max-seconds", bench.max_seconds, "Stop after the round that passes this time (at least 10 rounds; 0: no limit)")->capture_default_str();
+  c_bench->add_option("--confidence", bench.confidence, "Confidence level of the intervals")->check(CLI::Range(0.5, 0.999))->capture_default_str();
+  c_bench->add_option("--seed", bench.seed, "Seed of the inputs and of the run order")->capture_default_str();
+  c_bench->add_option("--input-shape", bench.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_bench->add_flag("--json", g.json, "Print one JSON document");
 
   RulesOptions rules;
   auto* c_rules = app.add_subcommand("rules", "The substitution library: list and verify rules");
@@ -165,10 +197,11 @@ int run(int argc, char** argv) {
   auto* c_cost = app.add_subcommand("cost", "Per-op cost table and total of a model; `cost calibrate` fits a device profile");
   c_cost->require_subcommand(0, 1);
   c_cost->add_option("model", cost.model, "ONNX model");
-  c_cost->add_option("--cost-model", cost.cost_model, "auto (cudnn with a GPU, else cpu), cudnn, cpu or analytic")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "analytic"}))->capture_default_str();
+  c_cost->add_option("--cost-model", cost.cost_model, kCostModelHelp)
+      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_cost->add_flag("--deterministic", cost.deterministic, "Use the analytic model (exactly reproducible)");
   c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
+  c_cost->add_option("--cost-table", cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
   c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph and compare with the sum of op costs");
   c_cost->add_option("--input-shape", cost.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
@@ -178,8 +211,8 @@ int run(int argc, char** argv) {
   c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32)");
   c_cost->add_flag("--json", g.json, "Print one JSON document");
   auto* c_calib = c_cost->add_subcommand("calibrate", "Time representative ops and fit an analytic device profile to them");
-  c_calib->add_option("--cost-model", cost.cost_model, "The measuring backend: auto, cpu or cudnn")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu"}))->capture_default_str();
+  c_calib->add_option("--cost-model", cost.cost_model, "The measuring backend: auto, cpu, cudnn, or ort (each op as a one-node model in onnxruntime)")
+      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "ort"}))->capture_default_str();
   c_calib->add_option("--profile", cost.profile_out, "Write the fitted profile to this YAML file");
   c_calib->add_option("--base", cost.base_profile, "Profile whose peaks are kept (default: cpu-2core for cpu, h100 for cudnn)");
   c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)");
@@ -208,6 +241,7 @@ int run(int argc, char** argv) {
     if (c_info->parsed()) return cmd_info(g, info);
     if (c_opt->parsed()) return cmd_optimise(g, opt);
     if (c_run->parsed()) return cmd_run(g, run);
+    if (c_bench->parsed()) return cmd_bench(g, bench);
     if (c_train->parsed()) return cmd_train_agent(g, train);
     if (c_wm->parsed()) return cmd_train_world_model(g, wmo);
     if (c_rlist->parsed()) return cmd_rules_list(g, rules);

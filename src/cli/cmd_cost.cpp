@@ -12,7 +12,9 @@
 #include <map>
 
 #include "commands.h"
+#include "rlflow/bench/ort_cost.h"
 #include "rlflow/cli/app.h"
+#include "rlflow/cost/cpu_backend.h"
 #include "rlflow/cost/analytic.h"
 #include "rlflow/cost/cache.h"
 #include "rlflow/cost/calibrate.h"
@@ -29,10 +31,6 @@ using json = nlohmann::json;
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 Expected<ir::Graph> load(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex) {
   auto parsed = parse_input_shapes(shapes);
   if (!parsed) return parsed.error();
@@ -47,6 +45,7 @@ cost::CostOptions cost_options(const CostCmdOptions& o) {
   c.kind = o.cost_model;
   c.deterministic = o.deterministic;
   c.device_profile = o.device_profile;
+  c.cost_table = o.cost_table;
   c.cache_path = o.cache;
   c.use_cache = !o.no_cache;
   if (o.warmup >= 0) c.cpu.warmup = c.gpu.warmup = o.warmup;
@@ -246,11 +245,20 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
 int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
   auto copts = cost_options(o);
   copts.deterministic = false;
-  auto kind = cost::resolve_kind(copts);
-  if (!kind) return report_error(g, kind.error());
-  if (*kind == "analytic")
-    return report_error(g, Error{ErrorCode::kUsage, "calibrate needs a measuring backend: --cost-model cpu or cudnn"});
-  auto model = cost::make_cost_model(copts);
+  const bool ort = o.cost_model == "ort";  // here: measure each op in onnxruntime
+  Expected<std::unique_ptr<cost::CostModel>> model = Error::internal("no cost model");
+  if (ort) {
+    bench::OrtCostOptions oo;
+    if (o.warmup >= 0) oo.warmup = o.warmup;
+    if (o.repeats > 0) oo.repeats = o.repeats;
+    model = bench::make_ort_cost_model(oo);
+  } else {
+    auto kind = cost::resolve_kind(copts);
+    if (!kind) return report_error(g, kind.error());
+    if (*kind != "cpu" && *kind != "cudnn")
+      return report_error(g, Error{ErrorCode::kUsage, "calibrate needs a measuring backend: --cost-model cpu, cudnn or ort"});
+    model = cost::make_cost_model(copts);
+  }
   if (!model) return report_error(g, model.error());
   cost::CostModel& cm = **model;
   const bool gpu = cm.name() == "cudnn";
@@ -266,6 +274,11 @@ int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
   save_cache(cm);
 
   auto& p = r->profile;
+  if (ort) {
+    // The profile prices graphs as onnxruntime runs them, fusions included.
+    p.runtime = "onnxruntime";
+    p.description = "onnxruntime CPU execution provider (ORT_ENABLE_ALL, 1 thread) on " + cost::cpu_description();
+  }
   if (!o.profile_out.empty()) {
     p.name = std::filesystem::path(o.profile_out).stem().string();
     p.calibration += " (" + today() + ")";

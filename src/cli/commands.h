@@ -1,5 +1,6 @@
 #pragma once
 // Internal to the CLI: one function per subcommand, each returning an exit code.
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlflow/ir/graph.h"
+#include "rlflow/ir/summary.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/rules/rule.h"
@@ -37,10 +39,18 @@ struct OptimiseOptions {
   int64_t memory_mb = 2048;
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
-  // cost
-  std::string cost_model = "auto";
+  // cost and target
+  std::string target = "ort";       // where the model will run: ort (onnxruntime CPU), h100, gpu
+  std::string cost_model = "auto";  // auto: the target's (ort -> ort, h100 -> recorded, gpu -> cudnn)
   bool deterministic = false;
   std::string device_profile;
+  std::string cost_table;           // recorded: the cost table
+  // never slower: measure the result against the input on the target before writing it
+  std::string measure = "auto";     // auto: when measurable here and not --deterministic; on; off
+  int bench_rounds = 20;
+  int bench_threads = 1;
+  double bench_max_seconds = 60;
+  int candidates = 3;               // graphs tried, best first, before the input is kept
   // rl
   std::string agent;
   int rollouts = 4;
@@ -70,6 +80,18 @@ struct TrainAgentOptions {
   std::string encoder_agent;
   std::string policy;  // dream controller that collects the new episodes
   std::string data;
+};
+
+// `rlflow bench` (src/cli/cmd_bench.cpp).
+struct BenchCmdOptions {
+  std::vector<std::string> files;
+  std::string target = "ort";  // ort | cpu | cudnn
+  std::string threads;         // comma list of counts or "all"; empty: ort "1,all", others "1"
+  int rounds = 30, warmup = 3;
+  double confidence = 0.95;
+  double max_seconds = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> input_shapes;
 };
 
 struct RunOptions {
@@ -107,6 +129,7 @@ struct CostCmdOptions {
   bool deterministic = false;
   std::string device_profile;
   std::vector<std::string> input_shapes;
+  std::string cost_table;  // recorded: the table
   bool measure_graph = false;
   bool all = false;      // list folded nodes too
   std::string cache;     // cache file; empty: the default
@@ -126,6 +149,9 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
+int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o);
+// "1,all" -> {1, 0} (0: every core).
+Expected<std::vector<int>> parse_thread_list(const std::string& text);
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
 int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o);
 std::string version_string();
@@ -138,6 +164,11 @@ std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool
 
 // "name:1,3,224,224" -> {name, shape}; several allowed.
 Expected<std::map<std::string, ir::Shape>> parse_input_shapes(const std::vector<std::string>& specs);
+
+// Shared by the subcommands' reports.
+double seconds_since(std::chrono::steady_clock::time_point t0);
+nlohmann::json summary_json(const ir::GraphSummary& s);
+void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* after);
 
 // Turns an error into its exit code, one stderr line, and (with --json) a JSON document.
 int report_error(const GlobalOptions& g, const Error& e);

@@ -412,3 +412,95 @@ TEST(Cli, RunWithoutDataIsBadInput) {
   EXPECT_EQ(garbage.code, 3);
   expect_one_error_line(garbage, "input_0.pb");
 }
+
+// ---- bench and the never-slower check (no timing is asserted: only what was measured and how) ----
+
+TEST(Cli, BenchReportsMediansAndPairedSpeedupsOnTheReferenceExecutor) {
+  auto r = rlflow({"bench", (kData / "tiny_cnn.onnx").string(), (kData / "tiny_residual.onnx").string(), "--target", "cpu",
+                   "--rounds", "4", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const auto& run = j["runs"][0];
+  EXPECT_EQ(run["rounds"], 4);
+  ASSERT_EQ(run["files"].size(), 2u);
+  EXPECT_DOUBLE_EQ(run["files"][0]["speedup"].get<double>(), 1.0);
+  for (const auto& f : run["files"]) {
+    EXPECT_EQ(f["ms"].size(), 4u);
+    EXPECT_GT(f["median_ms"].get<double>(), 0);
+    EXPECT_LE(f["speedup_ci"][0].get<double>(), f["speedup_ci"][1].get<double>());
+  }
+}
+
+TEST(Cli, BenchBadInputIsACleanError) {
+  TempDir dir;
+  auto r = rlflow({"bench", (kData / "tiny_cnn.onnx").string(), (dir / "missing.onnx").string(), "--target", "cpu"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("missing.onnx"), std::string::npos) << r.err;
+  auto t = rlflow({"bench", (kData / "tiny_cnn.onnx").string(), "--threads", "two"});
+  EXPECT_EQ(t.code, 2) << t.err;
+}
+
+// onnxruntime comes from the project venv (scripts/setup); without it these tests skip.
+static bool have_onnxruntime() {
+  static const bool ok = rlflow({"bench", (kData / "tiny_cnn.onnx").string(), "--rounds", "1", "--warmup", "0", "--threads", "1"}).code == 0;
+  return ok;
+}
+
+TEST(Cli, OptimiseMeasuresTheResultAgainstTheInputBeforeWritingIt) {
+  if (!have_onnxruntime()) GTEST_SKIP() << "onnxruntime is not available";
+  TempDir dir;
+  const auto out = dir / "o.onnx";
+  // Under the analytic CPU profile folding the BatchNorm pays, so there is a rewritten candidate.
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "greedy", "--cost-model",
+                   "analytic", "--device-profile", "cpu-2core", "--measure", "on", "--bench-rounds", "10", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  ASSERT_TRUE(j.contains("measured")) << j.dump();
+  const auto& m = j["measured"];
+  EXPECT_EQ(m["target"], "ort");
+  EXPECT_NE(m["runner"].get<std::string>().find("onnxruntime"), std::string::npos);
+  ASSERT_FALSE(m["candidates"].empty());
+  const auto& first = m["candidates"][0]["measured"];
+  EXPECT_LE(first["speedup_ci"][0].get<double>(), first["speedup"].get<double>());
+  EXPECT_EQ(first["accepted"].get<bool>(), first["speedup_ci"][0].get<double>() >= 0.99);
+  // Whatever was decided, a verified model was written, and what it says matches the decision.
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  if (m["decision"] == "input graph written") {
+    EXPECT_TRUE(j["steps"].empty());
+    EXPECT_TRUE(j.contains("kept_input"));
+  } else {
+    EXPECT_FALSE(j["steps"].empty());
+  }
+}
+
+TEST(Cli, OptimiseForAnH100WithoutOneReportsAPredictionFromRecordedTimings) {
+  TempDir dir;
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "greedy",
+                   "--target", "h100", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["cost"]["model"], "recorded");
+  EXPECT_EQ(j["cost"]["predicted"], true);
+  ASSERT_TRUE(j["cost"].contains("table"));
+  EXPECT_GT(j["cost"]["table"]["entries"].get<int>(), 600);
+  EXPECT_GT(j["cost"]["table"]["hits"].get<int>() + j["cost"]["table"]["misses"].get<int>(), 0);
+  EXPECT_FALSE(j.contains("measured"));
+  if (!j["steps"].empty()) {
+    ASSERT_TRUE(j.contains("predicted")) << j.dump();
+    EXPECT_FALSE(j["predicted"]["known_error"].get<std::string>().empty());
+  }
+}
+
+TEST(Cli, UnderTheOnnxruntimeCostFoldingWhatOnnxruntimeFoldsIsWorthNothing) {
+  TempDir dir;
+  // tiny_cnn is Conv -> BatchNormalization -> Relu: onnxruntime fuses all three itself.
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "greedy",
+                   "--cost-model", "ort", "--measure", "off", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["cost"]["model"], "analytic");
+  EXPECT_DOUBLE_EQ(j["cost"]["before_ms"].get<double>(), j["cost"]["after_ms"].get<double>());
+  EXPECT_TRUE(j["steps"].empty()) << j["steps"].dump();
+}

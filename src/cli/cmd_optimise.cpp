@@ -1,0 +1,440 @@
+// `rlflow optimise`: search for a cheaper equivalent graph under the target's cost model, verify
+// it against the original, and write it only if it is not measurably slower on the target.
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "rlflow/bench/bench.h"
+#include "rlflow/cli/app.h"
+#include "rlflow/cost/analytic.h"
+#include "rlflow/cost/cudnn_backend.h"
+#include "rlflow/cost/device.h"
+#include "rlflow/cost/factory.h"
+#include "rlflow/cost/memo.h"
+#include "rlflow/cost/recorded.h"
+#include "rlflow/exec/compare.h"
+#include "rlflow/onnx/model_io.h"
+#include "rlflow/rules/library_io.h"
+#include "rlflow/rl/agent.h"
+#include "rlflow/search/optimizer.h"
+
+namespace rlflow::cli {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The device a user deploys to: the cost model that predicts it, and how to measure it here.
+struct Target {
+  std::string name;
+  std::string cost_model;    // default --cost-model
+  std::string bench_target;  // bench runner that measures it
+  bool measurable = false;   // that runner can run here (ort: decided when it starts)
+  std::string why_not;       // when it cannot
+};
+
+Expected<Target> resolve_target(const std::string& name) {
+  const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
+  if (name == "ort") return Target{name, "ort", "ort", true, ""};
+  if (name == "gpu")
+    return Target{name, "cudnn", "cudnn", gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
+  if (name == "h100") {
+    bool h100 = false;
+    if (gpu)
+      for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
+    return Target{name, "recorded", "cudnn", h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
+  }
+  return Error{ErrorCode::kUsage, "unknown target '" + name + "' (expected ort, h100 or gpu)"};
+}
+
+struct SearchOutcome {
+  search::Result result;
+  std::unique_ptr<cost::CostModel> model;
+  std::vector<const rules::Rule*> replay_rules;  // every rule the steps may name
+  rules::RuleLibrary library;
+  size_t num_rules = 0;
+};
+
+cost::CostOptions cost_options(const OptimiseOptions& o, const Target& t) {
+  cost::CostOptions co;
+  co.kind = o.cost_model == "auto" ? (o.deterministic ? "analytic" : t.cost_model) : o.cost_model;
+  co.deterministic = o.deterministic;
+  co.device_profile = o.device_profile;
+  co.cost_table = o.cost_table;
+  return co;
+}
+
+// Loads the rules and the cost model, runs the strategy, and keeps a progress line on a terminal.
+Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& target, const ir::Graph& graph, bool allow_progress) {
+  SearchOutcome out;
+  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
+  auto lib = rules::load_library(rules_path);
+  if (!lib) return lib.error();
+  out.library = std::move(*lib);
+  auto rules = select_rules(out.library, o.all_rules);
+  out.replay_rules = select_rules(out.library, /*all_rules=*/true);
+  if (rules.empty() && o.search != "rl") return Error::bad_input(rules_path + ": no verified rules to search with");
+  auto model = cost::make_cost_model(cost_options(o, target));
+  if (!model) return model.error();
+  out.model = std::move(*model);
+  Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
+  out.num_rules = rules.size();
+  if (o.search == "rl") {
+    // The agent brings its own xfers (rules named in its checkpoint).
+    auto info = rl::read_agent_info(o.agent);
+    if (!info) return o.agent.empty() ? Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"} : info.error();
+    out.num_rules = info->rules.size();
+    rl::RlSearchOptions ro;
+    ro.agent_path = o.agent;
+    ro.rollouts = o.rollouts;
+    ro.seed = o.seed;
+    opt = rl::make_rl_optimizer(ro, out.library, *out.model);
+  } else {
+    search::SearchOptions so;
+    so.alpha = o.alpha;
+    opt = search::make_optimizer(o.search, rules, *out.model, so);
+  }
+  if (!opt) return opt.error();
+  const bool tty = allow_progress && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+  if (tty)
+    (*opt)->set_progress([](const search::Report& r, double best) {
+      std::fprintf(stderr, "\r[search] expanded %lld, unique %lld, best cost %.4f ms, %.1fs   ", static_cast<long long>(r.expanded),
+                   static_cast<long long>(r.unique_graphs), best, r.seconds_total);
+    });
+  search::Limits lim;
+  lim.budget = o.budget;
+  lim.time_limit_s = o.time_limit_s;
+  lim.memory_bytes = o.memory_mb << 20;
+  auto res = (*opt)->run(graph, lim);
+  if (tty) std::fprintf(stderr, "\r%80s\r", "");
+  if (!res) return res.error();
+  out.result = std::move(*res);
+  return out;
+}
+
+struct Candidate {
+  std::string label;
+  size_t steps = 0;  // rewrites applied from the input
+  double predicted_ms = 0;
+  ir::Graph graph;
+};
+
+// The best graph, then the graphs on the way to it (prefixes of its steps) that the cost model
+// also predicts cheaper than the input, cheapest first: what to fall back on when the best one
+// measures slower.
+Expected<std::vector<Candidate>> candidates(const ir::Graph& original, const SearchOutcome& s, int max_candidates) {
+  const auto& r = s.result;
+  std::vector<Candidate> out;
+  out.push_back({"best found", r.steps.size(), r.best_cost, r.best});
+  if (max_candidates <= 1) return out;
+  cost::MemoCost memo(*s.model);
+  std::vector<Candidate> earlier;
+  ir::Graph g = original;
+  for (size_t k = 0; k + 1 < r.steps.size(); ++k) {
+    auto next = search::replay(g, s.replay_rules, {r.steps[k]});
+    if (!next) break;  // the best graph stays a candidate; earlier ones are optional
+    g = std::move(*next);
+    auto c = memo.cost(g);
+    if (!c) return c.error();
+    if (*c < r.initial_cost) earlier.push_back({"after " + std::to_string(k + 1) + " of " + std::to_string(r.steps.size()) + " rewrites", k + 1, *c, g});
+  }
+  std::stable_sort(earlier.begin(), earlier.end(), [](const Candidate& a, const Candidate& b) { return a.predicted_ms < b.predicted_ms; });
+  for (auto& c : earlier) {
+    if (static_cast<int>(out.size()) >= max_candidates) break;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+// What is known about how far a cost model's predictions are from measured time.
+std::string known_error(cost::CostModel& m) {
+  if (auto* rec = cost::as_recorded(m)) {
+    const auto s = rec->stats();
+    return "recorded per-op timings from " + s.device + " (" + std::to_string(s.hits) + " lookups hit the table, " +
+           std::to_string(s.misses) + " were priced by profile '" + s.fallback + "'; " + rec->fallback().calibration +
+           "); per-op sums measured 1.2-2.8x a whole-graph run on an H100";
+  }
+  if (auto* an = dynamic_cast<cost::AnalyticCostModel*>(&m))
+    return an->profile().calibration.empty() ? "profile '" + an->profile().name + "' is not calibrated: " + an->profile().source
+                                             : an->profile().calibration;
+  return "measured per-op timings (" + m.device_fingerprint() + "); their sum is not a whole-graph measurement";
+}
+
+constexpr const char* kSlowerMarker = "candidate measured slower than the input";
+
+}  // namespace
+
+int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  if (fs::exists(o.output, ec) && fs::exists(o.model, ec) && fs::equivalent(o.output, o.model, ec))
+    return report_error(g, Error{ErrorCode::kUsage, "the output path is the input model; choose another -o"});
+  auto target = resolve_target(o.target);
+  if (!target) return report_error(g, target.error());
+  if (o.measure != "auto" && o.measure != "on" && o.measure != "off")
+    return report_error(g, Error{ErrorCode::kUsage, "--measure must be auto, on or off"});
+  exec::Executor ex;
+  onnxio::ImportStats stats;
+  auto original = load_model(o.model, o.input_shapes, ex, &stats);
+  if (!original) return report_error(g, original.error());
+  const double t_import = seconds_since(t0);
+  spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
+               stats.folded_nodes, t_import);
+
+  std::vector<Candidate> cands;
+  json search_json = nullptr, cost_json = nullptr;
+  std::unique_ptr<cost::CostModel> model;
+  search::Result* result = nullptr;
+  SearchOutcome outcome;
+  double t_search = 0;
+  if (o.search != "none") {
+    auto found = run_search(o, *target, *original, !g.json);
+    if (!found) return report_error(g, found.error());
+    outcome = std::move(*found);
+    result = &outcome.result;
+    const auto& r = *result;
+    t_search = r.report.seconds_total;
+    auto cs = candidates(*original, outcome, std::max(1, o.candidates));
+    if (!cs) return report_error(g, cs.error());
+    cands = std::move(*cs);
+    // Weight-only subgraphs the rewrites created (concatenated or enlarged kernels) fold now, so
+    // the summary describes the model as written.
+    for (auto& c : cands) {
+      auto folded = ir::fold_constants(c.graph, ex);
+      if (!folded) return report_error(g, folded.error().with_context("folding the optimised graph"));
+      c.graph = std::move(*folded);
+    }
+    cost_json = {{"model", outcome.model->name()}, {"before_ms", r.initial_cost}, {"after_ms", r.best_cost},
+                 {"speedup", r.best_cost > 0 ? r.initial_cost / r.best_cost : 1.0}, {"predicted", true},
+                 {"known_error", known_error(*outcome.model)}};
+    if (auto* rec = cost::as_recorded(*outcome.model)) {
+      const auto s = rec->stats();
+      cost_json["table"] = {{"path", s.table}, {"device", s.device}, {"entries", s.entries}, {"hits", s.hits}, {"misses", s.misses}};
+    }
+    search_json = {{"strategy", o.search},
+                   {"stop_reason", search::stop_reason_name(r.stop)},
+                   {"rules", outcome.num_rules},
+                   {"expanded", r.report.expanded},
+                   {"generated", r.report.generated},
+                   {"unique_graphs", r.report.unique_graphs},
+                   {"pruned", r.report.pruned},
+                   {"rejected", r.report.rejected},
+                   {"peak_states", r.report.peak_states},
+                   {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},
+                   {"seconds", {{"match", r.report.seconds_match}, {"apply", r.report.seconds_apply},
+                                {"cost", r.report.seconds_cost}, {"total", r.report.seconds_total}}}};
+    spdlog::info("search {}: cost {:.4f} -> {:.4f} ms in {:.2f}s ({})", o.search, r.initial_cost, r.best_cost, t_search,
+                 search::stop_reason_name(r.stop));
+  }
+  const bool rewritten = result && !result->steps.empty();
+
+  // Measuring: only a rewritten graph needs it, and never under --deterministic unless asked.
+  std::unique_ptr<bench::Runner> runner;
+  size_t base_id = 0;
+  json measured = nullptr;
+  std::string not_measured;  // why the result is only predicted
+  const bool want_measure = rewritten && (o.measure == "on" || (o.measure == "auto" && !o.deterministic));
+  if (!rewritten) not_measured = "no rewrite was applied";
+  else if (!want_measure) not_measured = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
+  else if (!target->measurable) not_measured = target->why_not;
+  else {
+    bench::RunnerOptions ro;
+    ro.target = target->bench_target;
+    ro.threads = o.bench_threads;
+    ro.seed = o.seed;
+    auto r = bench::make_runner(ro);
+    if (r) {
+      auto id = (*r)->load({o.model, *original});
+      if (id) {
+        runner = std::move(*r);
+        base_id = *id;
+      } else {
+        not_measured = id.error().message;
+      }
+    } else {
+      not_measured = r.error().message;
+    }
+  }
+  if (!runner && want_measure && o.measure == "on")
+    return report_error(g, Error::unsupported("--measure on: cannot measure on target " + o.target + ": " + not_measured));
+  if (!runner && rewritten) spdlog::warn("the speedup is predicted, not measured: {}", not_measured);
+
+  // Verification re-imports the temporary output file, so it checks exactly the bytes that land.
+  onnxio::ExportOptions eo;
+  eo.evaluator = &ex;
+  json verification = {{"enabled", o.verify}};
+  double t_verify = 0, t_measure = 0;
+  auto verify_written = [&](const std::string& tmp_path) -> Status {
+    const auto tv = std::chrono::steady_clock::now();
+    onnxio::ImportOptions io;
+    io.evaluator = &ex;
+    auto written = onnxio::import_model_file(tmp_path, io);
+    if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
+    exec::CompareOptions co;
+    co.seed = o.seed;
+    co.atol = o.atol;
+    co.rtol = o.rtol;
+    auto cmp = exec::compare_graphs(*original, *written, co);
+    t_verify += seconds_since(tv);
+    if (!cmp) {
+      if (cmp.error().code == ErrorCode::kUnsupported && ir::structurally_equal(*original, *written)) {
+        verification["method"] = "structural";
+        verification["ok"] = true;
+        verification["note"] = cmp.error().message;
+        return {};
+      }
+      return Error{ErrorCode::kVerificationFailed,
+                   "cannot verify the result: " + cmp.error().message + "; nothing was written (use --no-verify to skip)"};
+    }
+    verification["method"] = "reference executor";
+    verification["ok"] = cmp->ok;
+    verification["max_abs_diff"] = cmp->max_abs_diff;
+    verification["atol"] = o.atol;
+    verification["rtol"] = o.rtol;
+    verification["seed"] = o.seed;
+    if (!cmp->ok) return Error{ErrorCode::kVerificationFailed, "verification failed: " + cmp->message + "; nothing was written"};
+    return {};
+  };
+
+  json tried = json::array();
+  const Candidate* chosen = nullptr;
+  bench::BenchOptions bo;
+  bo.rounds = o.bench_rounds;
+  bo.warmup = 2;
+  bo.seed = o.seed;
+  bo.max_seconds = o.bench_max_seconds;
+  const auto te = std::chrono::steady_clock::now();
+  for (const auto& c : cands) {
+    if (c.steps == 0) continue;
+    json entry{{"candidate", c.label}, {"steps", c.steps}, {"predicted_ms", c.predicted_ms}};
+    auto check = [&](const std::string& tmp) -> Status {
+      if (o.verify) RLFLOW_TRY_STATUS(verify_written(tmp));
+      if (!runner) return {};
+      const auto tm = std::chrono::steady_clock::now();
+      auto id = runner->load({tmp, c.graph});
+      if (!id) return id.error().with_context("measuring the result");
+      auto v = bench::judge(*runner, base_id, *id, bo);
+      t_measure += seconds_since(tm);
+      if (!v) return v.error().with_context("measuring the result");
+      entry["measured"] = {{"before_ms", v->base_ms}, {"after_ms", v->ms}, {"speedup", v->speedup.estimate},
+                           {"speedup_ci", {v->speedup.ci.lo, v->speedup.ci.hi}}, {"ci_coverage", v->speedup.ci.coverage},
+                           {"rounds", v->rounds}, {"accepted", v->accepted}};
+      if (measured.is_null()) measured = {{"target", o.target}, {"runner", v->runner}, {"min_lower_bound", bench::kMinSpeedupLowerBound}};
+      spdlog::info("{}: measured {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, v->base_ms, v->ms,
+                   v->speedup.estimate, v->speedup.ci.lo, v->speedup.ci.hi, v->accepted ? "" : ": rejected");
+      if (!v->accepted) return Error::internal(kSlowerMarker);
+      return {};
+    };
+    auto st = onnxio::write_model_file(c.graph, o.output, eo, o.model, check);
+    tried.push_back(entry);
+    if (st.ok()) {
+      chosen = &c;
+      break;
+    }
+    if (st.error().message != kSlowerMarker) return report_error(g, st.error());
+  }
+  std::string kept_reason;
+  if (!chosen) {
+    // Nothing rewritten, or every candidate measured slower: the input's graph is written as it is.
+    if (rewritten) kept_reason = "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +
+                                 "x (lower 95% bound) against the input on " + o.target;
+    auto st = o.verify ? onnxio::write_model_file(*original, o.output, eo, o.model, verify_written)
+                       : onnxio::write_model_file(*original, o.output, eo, o.model);
+    if (!st.ok()) return report_error(g, st.error());
+  }
+  const ir::Graph& written = chosen ? chosen->graph : *original;
+  const double t_export = seconds_since(te) - t_verify - t_measure;
+  const double total = seconds_since(t0);
+  if (!measured.is_null()) {
+    measured["candidates"] = tried;
+    measured["decision"] = chosen ? "rewritten graph written" : "input graph written";
+    if (chosen) measured.update(tried.back()["measured"]);
+    else if (!tried.empty() && tried.front().contains("measured")) measured.update(tried.front()["measured"]);
+  }
+  std::map<std::string, int> applied;
+  json steps_json = json::array();
+  if (chosen)
+    for (size_t k = 0; k < chosen->steps; ++k) {
+      applied[result->steps[k].rule]++;
+      steps_json.push_back({{"rule", result->steps[k].rule}, {"nodes", result->steps[k].nodes}});
+    }
+  if (chosen && cost_json.is_object()) {
+    cost_json["after_ms"] = chosen->predicted_ms;
+    cost_json["speedup"] = chosen->predicted_ms > 0 ? result->initial_cost / chosen->predicted_ms : 1.0;
+  } else if (cost_json.is_object()) {
+    cost_json["after_ms"] = result->initial_cost;
+    cost_json["speedup"] = 1.0;
+  }
+  const auto before = ir::summarize(*original);
+  const auto after = ir::summarize(written);
+  if (g.json) {
+    json j{{"ok", true},
+           {"model", o.model},
+           {"output", o.output},
+           {"search", o.search},
+           {"target", o.target},
+           {"before", summary_json(before)},
+           {"after", summary_json(after)},
+           {"verification", verification},
+           {"cost", cost_json},
+           {"search_report", search_json},
+           {"rules_applied", applied},
+           {"steps", steps_json},
+           {"time_s", {{"import", t_import}, {"search", t_search}, {"export", t_export}, {"verify", t_verify},
+                       {"measure", t_measure}, {"total", total}}}};
+    if (!measured.is_null()) j["measured"] = measured;
+    else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost_json["model"]}, {"known_error", cost_json["known_error"]}};
+    if (!kept_reason.empty()) j["kept_input"] = kept_reason;
+    std::cout << j.dump(2) << std::endl;
+    return kOk;
+  }
+  std::printf("rlflow optimise %s -> %s  (search: %s, target: %s)\n", o.model.c_str(), o.output.c_str(), o.search.c_str(), o.target.c_str());
+  print_op_table(before, &after);
+  if (result) {
+    std::printf("predicted by the %s cost model: %.4f ms -> %.4f ms, %.3fx (a prediction, not a measurement)\n",
+                cost_json["model"].get<std::string>().c_str(), cost_json["before_ms"].get<double>(), cost_json["after_ms"].get<double>(),
+                cost_json["speedup"].get<double>());
+    std::printf("search %s: %lld graphs expanded, %lld unique, %.2fs, stopped: %s\n", o.search.c_str(),
+                static_cast<long long>(search_json["expanded"].get<int64_t>()),
+                static_cast<long long>(search_json["unique_graphs"].get<int64_t>()), t_search,
+                search_json["stop_reason"].get<std::string>().c_str());
+    if (applied.empty()) std::printf("rules applied: none\n");
+    else {
+      std::printf("rules applied:");
+      for (const auto& [rule, n] : applied) std::printf(" %s x%d", rule.c_str(), n);
+      std::printf("\n");
+    }
+  }
+  if (!measured.is_null() && measured.contains("speedup")) {
+    const auto ci = measured["speedup_ci"];
+    std::printf("measured on %s (%s, %d rounds, interleaved): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
+                o.target.c_str(), measured["runner"].get<std::string>().c_str(), measured["rounds"].get<int>(),
+                measured["before_ms"].get<double>(), measured["after_ms"].get<double>(), measured["speedup"].get<double>(),
+                ci[0].get<double>(), ci[1].get<double>());
+  } else if (rewritten) {
+    std::printf("not measured (%s): the speedup above is predicted; known error: %s\n", not_measured.c_str(),
+                cost_json["known_error"].get<std::string>().c_str());
+  }
+  if (!kept_reason.empty()) std::printf("kept the input graph: %s\n", kept_reason.c_str());
+  if (o.verify) {
+    if (verification["method"] == "structural")
+      std::printf("verified: structurally identical to the original (%s)\n", verification["note"].get<std::string>().c_str());
+    else
+      std::printf("verified: max abs diff %.3g against the original (atol %g, rtol %g, seed %llu)\n",
+                  verification["max_abs_diff"].get<double>(), o.atol, o.rtol, static_cast<unsigned long long>(o.seed));
+  } else {
+    std::printf("not verified (--no-verify)\n");
+  }
+  std::printf("time: %.2fs (import %.2fs, search %.2fs, export %.2fs, verify %.2fs, measure %.2fs)\n", total, t_import, t_search,
+              t_export, t_verify, t_measure);
+  return kOk;
+}
+
+}  // namespace rlflow::cli
