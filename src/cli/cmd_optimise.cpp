@@ -60,6 +60,7 @@ struct SearchOutcome {
   std::vector<const rules::Rule*> replay_rules;  // every rule the steps may name
   rules::RuleLibrary library;
   size_t num_rules = 0;
+  std::string kind;  // the resolved --cost-model
 };
 
 cost::CostOptions cost_options(const OptimiseOptions& o, const Target& t) {
@@ -81,7 +82,11 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
   auto rules = select_rules(out.library, o.all_rules);
   out.replay_rules = select_rules(out.library, /*all_rules=*/true);
   if (rules.empty() && o.search != "rl") return Error::bad_input(rules_path + ": no verified rules to search with");
-  auto model = cost::make_cost_model(cost_options(o, target));
+  const auto co = cost_options(o, target);
+  auto kind = cost::resolve_kind(co);
+  if (!kind) return kind.error();
+  out.kind = *kind;
+  auto model = cost::make_cost_model(co);
   if (!model) return model.error();
   out.model = std::move(*model);
   Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
@@ -211,9 +216,10 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       if (!folded) return report_error(g, folded.error().with_context("folding the optimised graph"));
       c.graph = std::move(*folded);
     }
-    cost_json = {{"model", outcome.model->name()}, {"before_ms", r.initial_cost}, {"after_ms", r.best_cost},
+    cost_json = {{"model", outcome.kind}, {"before_ms", r.initial_cost}, {"after_ms", r.best_cost},
                  {"speedup", r.best_cost > 0 ? r.initial_cost / r.best_cost : 1.0}, {"predicted", true},
                  {"known_error", known_error(*outcome.model)}};
+    if (auto* an = dynamic_cast<cost::AnalyticCostModel*>(outcome.model.get())) cost_json["profile"] = an->profile().name;
     if (auto* rec = cost::as_recorded(*outcome.model)) {
       const auto s = rec->stats();
       cost_json["table"] = {{"path", s.table}, {"device", s.device}, {"entries", s.entries}, {"hits", s.hits}, {"misses", s.misses}};

@@ -500,7 +500,8 @@ TEST(Cli, UnderTheOnnxruntimeCostFoldingWhatOnnxruntimeFoldsIsWorthNothing) {
                    "--cost-model", "ort", "--measure", "off", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = parse_json(r.out);
-  EXPECT_EQ(j["cost"]["model"], "analytic");
+  EXPECT_EQ(j["cost"]["model"], "ort");
+  EXPECT_EQ(j["cost"]["profile"], "ort-cpu");
   EXPECT_DOUBLE_EQ(j["cost"]["before_ms"].get<double>(), j["cost"]["after_ms"].get<double>());
   EXPECT_TRUE(j["steps"].empty()) << j["steps"].dump();
 }
