@@ -11,6 +11,7 @@
 #include "rlflow/cost/cudnn_backend.h"
 #include "rlflow/cost/device.h"
 #include "rlflow/cost/measure.h"
+#include "rlflow/util/file_io.h"
 #include "subprocess.h"
 
 namespace rlflow::bench {
@@ -28,20 +29,7 @@ std::string python_interpreter() {
   return "python3";
 }
 
-std::string ort_helper_script() {
-  if (const char* env = std::getenv("RLFLOW_ORT_RUNNER"); env && *env) return env;
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<fs::path> candidates;
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / ".." / "scripts" / "ort_runner.py");
-    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / "ort_runner.py");
-  }
-  candidates.push_back(fs::path(RLFLOW_SOURCE_DIR) / "scripts" / "ort_runner.py");
-  for (const auto& c : candidates)
-    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec).string();
-  return candidates.front().string();
-}
+std::string ort_helper_script() { return find_shipped("scripts/ort_runner.py", "RLFLOW_ORT_RUNNER"); }
 
 namespace {
 

@@ -55,20 +55,7 @@ Status DeviceProfile::validate() const {
   return {};
 }
 
-std::string devices_dir() {
-  if (const char* env = std::getenv("RLFLOW_DEVICES"); env && *env) return env;
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<fs::path> candidates;
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / ".." / "configs" / "devices");
-    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / "devices");
-  }
-  candidates.push_back(fs::path("configs") / "devices");
-  for (const auto& c : candidates)
-    if (fs::is_directory(c, ec)) return fs::weakly_canonical(c, ec).string();
-  return candidates.back().string();
-}
+std::string devices_dir() { return find_shipped("configs/devices", "RLFLOW_DEVICES"); }
 
 Expected<DeviceProfile> parse_profile(const std::string& text, const std::string& label) {
   DeviceProfile p;

@@ -292,19 +292,6 @@ std::string dump_library(const RuleLibrary& lib) {
 
 Status save_library(const RuleLibrary& lib, const std::string& path) { return write_file_atomic(path, dump_library(lib)); }
 
-std::string default_library_path() {
-  if (const char* env = std::getenv("RLFLOW_RULES"); env && *env) return env;
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  std::vector<fs::path> candidates;
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / ".." / "configs" / "rules" / "default.json");
-    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / "rules" / "default.json");
-  }
-  candidates.push_back(fs::path("configs") / "rules" / "default.json");
-  for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return fs::weakly_canonical(c, ec).string();
-  return candidates.back().string();
-}
+std::string default_library_path() { return find_shipped("configs/rules/default.json", "RLFLOW_RULES"); }
 
 }  // namespace rlflow::rules

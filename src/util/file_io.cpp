@@ -6,10 +6,12 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace rlflow {
 
@@ -76,6 +78,23 @@ Status ensure_parent_dir(const std::string& path) {
   fs::create_directories(target.parent_path(), ec);
   if (ec) return Error::bad_input(path + ": cannot create folder " + target.parent_path().string() + ": " + ec.message());
   return {};
+}
+
+std::string find_shipped(const std::string& relative, const char* env_var) {
+  if (const char* env = env_var ? std::getenv(env_var) : nullptr; env && *env) return env;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> candidates;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / relative);
+    candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / relative);
+  }
+  candidates.push_back(fs::path(RLFLOW_SOURCE_DIR) / relative);
+  candidates.push_back(fs::path(relative));
+  for (const auto& c : candidates)
+    if (fs::exists(c, ec)) return fs::weakly_canonical(c, ec).string();
+  return candidates.back().string();
 }
 
 }  // namespace rlflow

@@ -20,4 +20,10 @@ Status write_file_atomic(const std::string& path, const std::string& bytes);
 // given folders implicitly.
 Status ensure_parent_dir(const std::string& path);
 
+// A file or folder that ships with rlflow, by its path relative to the source tree (e.g.
+// "configs/devices"): $ENV_VAR when set, then next to the binary (<bin>/../REL, <bin>/../share/rlflow/REL),
+// then the source tree this binary was built from, then ./REL. The first that exists wins; when
+// none does, ./REL (so the error names a sensible path).
+std::string find_shipped(const std::string& relative, const char* env_var);
+
 }  // namespace rlflow
