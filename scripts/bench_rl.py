@@ -3,7 +3,7 @@
 
 Per model (--models): `rlflow optimise --search greedy|taso --json`, then `rlflow train-agent` on that
 model alone, then `rlflow optimise --search rl --agent AGENT --rollouts K --json` with the new agent.
-Every run uses the same cost model (--cost-model, default analytic; --device-profile, default h100;
+Every run uses the same cost model (--cost-model, default analytic; --device-profile, default h100-datasheet;
 --deterministic is passed when the cost model is analytic). Improvement = (before_ms - after_ms) /
 before_ms of the cost that optimise reports for its own result.
 
@@ -270,7 +270,7 @@ def main() -> int:
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
     ap.add_argument("--config", default=None, help="train-agent --config (agent hyperparameters YAML)")
     ap.add_argument("--cost-model", default="analytic", choices=["auto", "cpu", "analytic", "cudnn"])
-    ap.add_argument("--device-profile", default="h100", help="analytic device profile (default h100; '' for none)")
+    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
     ap.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                     help="pass --deterministic (default: when the cost model is analytic)")
     ap.add_argument("--time-limit", type=float, default=120, help="optimise --time-limit for greedy/taso/rl (default 120)")

@@ -13,7 +13,7 @@
 3. One row per tau: dream score and real score as mean +- std over the seeds (sample std, n - 1; 0 for one seed),
    mean dream step ms and mean training seconds.
 
-Every run passes --device-profile (default h100; '' for none). Writes --md (markdown table, headed by the model,
+Every run passes --device-profile (default h100-datasheet; '' for none). Writes --md (markdown table, headed by the model,
 episodes and the world model's held-out metrics), --json-out (every number) and --png (dream score and real score
 against tau, std error bars, each seed as a dot). A failing run becomes an "error: ..." cell, never a crash; the exit
 status is 1 when any run failed.
@@ -264,7 +264,7 @@ def main() -> int:
     ap.add_argument("--wm-episodes", type=int, default=30, help="train-world-model --episodes (default 30)")
     ap.add_argument("--dream-episodes", type=int, default=1024, help="dream train-agent --episodes (default 1024)")
     ap.add_argument("--dream-batch", type=int, default=32, help="train-agent --dream-batch (default 32)")
-    ap.add_argument("--device-profile", default="h100", help="analytic device profile (default h100; '' for none)")
+    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "results" / "temperature_sweep",
