@@ -21,6 +21,7 @@
 #include "rlflow/cost/device.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/cost/measure.h"
+#include "rlflow/cost/recorded.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/summary.h"
 #include "rlflow/onnx/model_io.h"
@@ -159,7 +160,8 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
     }
     for (const auto& t : n.outputs) outs.push_back(t.shape);
     rows.push_back({{"node", c.node}, {"name", n.name}, {"op", op}, {"inputs", ins}, {"input_constant", consts}, {"outputs", outs},
-                    {"ms", c.ms}, {"share", total > 0 ? c.ms / total : 0.0}, {"folded", c.folded}, {"opaque", c.opaque}});
+                    {"ms", c.ms}, {"share", total > 0 ? c.ms / total : 0.0}, {"folded", c.folded}, {"opaque", c.opaque},
+                    {"fused", c.fused}});
   }
 
   // The whole-graph run uses the device the cost model stands for.
@@ -197,6 +199,11 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
            {"opaque_cost_ms", cost::kOpaqueCostMs},
            {"time_s", {{"import", t_import}, {"cost", t_cost}, {"measure", t_measure}}}};
     if (o.measure_graph) j["measure"] = measure;
+    if (auto* rec = cost::as_recorded(cm)) {
+      const auto st = rec->stats();
+      j["recorded"] = {{"hits", st.hits}, {"misses", st.misses}, {"entries", st.entries}, {"table", st.table}, {"device", st.device},
+                       {"fallback_profile", st.fallback}};
+    }
     std::cout << j.dump(2) << std::endl;
     return kOk;
   }
@@ -212,7 +219,10 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
       if (r["input_constant"][i].get<bool>()) ins += "w:";
       ins += dims(r["inputs"][i].get<ir::Shape>());
     }
-    const char* note = r["opaque"].get<bool>() ? "  fixed, cancels in comparisons" : is_folded ? "  folded (constant inputs)" : "";
+    const char* note = r["opaque"].get<bool>() ? "  fixed, cancels in comparisons"
+                       : is_folded            ? "  folded (constant inputs)"
+                       : r["fused"].get<bool>() ? "  fused into its producer by the runtime"
+                                              : "";
     std::printf("  %5d  %-24s %-18s %-44s %10.4f %6.2f%%%s\n", r["node"].get<int>(), clip_left(r["name"].get<std::string>(), 24).c_str(),
                 clip(r["op"].get<std::string>(), 18).c_str(), clip(ins, 44).c_str(), r["ms"].get<double>(),
                 100 * r["share"].get<double>(), note);
@@ -230,6 +240,11 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
     std::printf("%s %s x%d %.3f ms (%.1f%%)", i ? ";" : "", agg[i].first.c_str(), agg[i].second.count, agg[i].second.ms,
                 total > 0 ? 100 * agg[i].second.ms / total : 0.0);
   std::printf("\n");
+  if (auto* rec = cost::as_recorded(cm)) {
+    const auto st = rec->stats();
+    std::printf("  recorded: %lld lookups hit the table, %lld priced by profile %s (%zu entries, %s)\n", static_cast<long long>(st.hits),
+                static_cast<long long>(st.misses), st.fallback.c_str(), st.entries, st.table.c_str());
+  }
   if (auto c = cache_json(cm); !c.is_null())
     std::printf("  cache: %lld hits, %lld misses, %zu entries for this device (%s)\n", c["hits"].get<long long>(),
                 c["misses"].get<long long>(), c["entries"].get<size_t>(), c["path"].get<std::string>().c_str());
@@ -326,6 +341,11 @@ int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
               p.kernel_overhead_us, p.view_overhead_us);
   if (!o.profile_out.empty()) std::printf("  wrote %s\n", o.profile_out.c_str());
   else std::printf("  (--profile FILE writes the fitted profile)\n");
+  if (auto* rec = cost::as_recorded(cm)) {
+    const auto st = rec->stats();
+    std::printf("  recorded: %lld lookups hit the table, %lld priced by profile %s (%zu entries, %s)\n", static_cast<long long>(st.hits),
+                static_cast<long long>(st.misses), st.fallback.c_str(), st.entries, st.table.c_str());
+  }
   if (auto c = cache_json(cm); !c.is_null())
     std::printf("  cache: %lld hits, %lld misses (%s)\n", c["hits"].get<long long>(), c["misses"].get<long long>(),
                 c["path"].get<std::string>().c_str());
