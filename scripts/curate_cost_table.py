@@ -78,7 +78,7 @@ SIG_RE = re.compile(r"^(?P<op>\w+)(?:\{(?P<params>[^}]*)\})?\((?P<ins>.*)\) -> (
 # "float32[1,3,224,224]" or "float32[256] const"; a scalar is "float32[]".
 TENSOR_RE = re.compile(r"^(?P<dtype>\w+)\[(?P<dims>[\d,]*)\](?P<const> const)?$")
 
-BATCH = -1  # placeholder for the batch dimension in a batch-free key
+BATCH = -1  # stands for the batch dimension in a batch-free key
 CHECK_ORDER = ("batch", "bias", "act")
 MAX_PASSES = 10  # replacement passes per delta estimate, and delta re-estimates
 MS_DIGITS = 9  # corrected ms are rounded to 1e-9 ms (1 ps)
@@ -195,7 +195,7 @@ def batch_of(e: Entry) -> Optional[int]:
 
 def batch_free_key(e: Entry, n: int) -> tuple:
     """The signature with the leading dimension n of every non-constant tensor replaced
-    by a placeholder. Constants (weights) never carry the batch."""
+    by BATCH. Constants (weights) never carry the batch."""
     def strip(ts):
         return tuple(
             (t.dtype, (BATCH,) + t.dims[1:] if (not t.const and t.dims and t.dims[0] == n) else t.dims, t.const)
