@@ -495,7 +495,7 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     if (extra_outputs_used(1)) return false;
     if (opset_ >= 12 && present(n, 2)) {
       auto t = constant(n, 2);
-      if (!t || t->as_int64().at(0) != 0) return false;  // training mode
+      if (!t || t->numel() != 1 || t->as_int64()[0] != 0) return false;  // training mode (or malformed): kept opaque
     }
     auto s = alias(n, n.input(0));
     if (!s.ok()) return s.error();

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,7 +20,10 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
     case onnx::TensorProto::FLOAT: return DType::kFloat32;
     case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
+    case onnx::TensorProto::FLOAT16:
+      // The reference executor and the cost models cannot run half precision yet: a clean refusal
+      // instead of an internal error when verification reaches the first half-precision kernel.
+      return Error::unsupported(what + " is float16, which rlflow does not support yet");
     case onnx::TensorProto::INT64: return DType::kInt64;
     case onnx::TensorProto::INT32: return DType::kInt32;
     case onnx::TensorProto::INT8: return DType::kInt8;
@@ -28,7 +32,7 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
     default: break;
   }
   std::string name = onnx::TensorProto_DataType_IsValid(t) ? onnx::TensorProto_DataType_Name(t) : std::to_string(t);
-  return Error::bad_input(what + " has unsupported dtype " + name);
+  return Error::unsupported(what + " has unsupported dtype " + name);
 }
 
 int32_t dtype_to_onnx(DType t) {
@@ -58,10 +62,18 @@ std::vector<std::byte> pack(const Src& field, size_t n) {
 Expected<std::vector<std::byte>> read_external(const onnx::TensorProto& t, const std::string& base_dir, size_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
+  // Offsets and lengths are text in the file: parsed with checks, never with throwing conversions.
+  auto count = [&](const std::string& key, const std::string& text, int64_t* out) -> Status {
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data(), end, *out);
+    if (ec != std::errc() || p != end || *out < 0)
+      return Error::bad_input("tensor '" + t.name() + "' has an invalid external data " + key + " '" + text + "'");
+    return {};
+  };
   for (const auto& kv : t.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") RLFLOW_TRY_STATUS(count("offset", kv.value(), &offset));
+    else if (kv.key() == "length") RLFLOW_TRY_STATUS(count("length", kv.value(), &length));
   }
   if (location.empty() || location.find("..") != std::string::npos || fs::path(location).is_absolute())
     return Error::bad_input("tensor '" + t.name() + "' has an invalid external data location");
