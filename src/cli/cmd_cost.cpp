@@ -144,7 +144,7 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
     double ms = 0;
   };
   std::map<std::string, Agg> by_op;
-  const auto constant = cost::constant_nodes(*graph);
+  const auto constant = ir::constant_nodes(*graph);
   json rows = json::array();
   for (const auto& c : *costs) {
     const auto& n = graph->node(c.node);

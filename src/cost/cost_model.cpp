@@ -4,7 +4,7 @@
 
 namespace rlflow::cost {
 
-Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress) {
+Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price, const CostProgress& progress) {
   const auto constant = constant_nodes(g);
   const auto fused = model.runtime_fused(g, constant);
   std::vector<NodeCost> out;
@@ -16,7 +16,6 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     if (n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight) continue;
     NodeCost c{id};
     if (n.kind == ir::OpKind::kOpaque) {
-      // Checked before constness: opaque nodes are never evaluated, so they never fold.
       c.opaque = true;
       c.ms = kOpaqueCostMs;
     } else if (constant[i]) {
@@ -24,7 +23,7 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     } else if (!fused.empty() && fused[i]) {
       c.fused = true;
     } else {
-      auto ms = model.op_cost(OpSignature::of(g, id, constant));
+      auto ms = price(OpSignature::of(g, id, constant));
       if (!ms) return ms.error().with_context(ir::node_label(g, id));
       if (!std::isfinite(*ms) || *ms < 0)
         return Error::internal(ir::node_label(g, id) + ": cost model " + model.name() + " returned " + std::to_string(*ms) + " ms");
@@ -34,6 +33,10 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     if (progress) progress(out.size(), total);
   }
   return out;
+}
+
+Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress) {
+  return node_costs(g, model, [&model](const OpSignature& s) { return model.op_cost(s); }, progress);
 }
 
 Expected<double> graph_cost(const ir::Graph& g, CostModel& model) {

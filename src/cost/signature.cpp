@@ -5,20 +5,6 @@
 
 namespace rlflow::cost {
 
-std::vector<bool> constant_nodes(const ir::Graph& g) {
-  // Matches what folds at export: Weight/Constant sources and non-opaque nodes whose inputs are all
-  // constant. Opaque nodes are never evaluated, so nothing downstream of them folds either.
-  std::vector<bool> c(g.size(), false);
-  for (size_t i = 0; i < g.size(); ++i) {
-    const auto& n = g.node(static_cast<ir::NodeId>(i));
-    if (n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kOpaque) continue;
-    bool all = true;
-    for (const auto& in : n.inputs) all = all && c[static_cast<size_t>(in.node)];
-    c[i] = all;
-  }
-  return c;
-}
-
 OpSignature OpSignature::of(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant) {
   const auto& n = g.node(id);
   OpSignature s;

@@ -30,20 +30,16 @@ TensorPtr materialize_constant(const ConstantParams& p) {
 Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
   Graph out;
   out.meta() = g.meta();
-  std::vector<char> is_const(g.size(), 0);
+  const auto constant = constant_nodes(g);
   // Folded outputs of multi-output nodes become one Weight node each.
   std::vector<std::vector<ValueRef>> remap(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     const auto& n = g.node(static_cast<NodeId>(i));
-    bool foldable = n.kind != OpKind::kInput && n.kind != OpKind::kOpaque;
-    for (const auto& in : n.inputs) foldable = foldable && is_const[static_cast<size_t>(in.node)];
-    if (n.kind == OpKind::kWeight) foldable = false;
-    if (!foldable) {
+    if (!constant[i] || n.kind == OpKind::kWeight) {  // weights are already folded
       Node copy = n;
       for (auto& in : copy.inputs) in = remap[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)];
       NodeId id = out.add(std::move(copy));
       for (size_t k = 0; k < n.outputs.size(); ++k) remap[i].push_back({id, static_cast<int32_t>(k)});
-      is_const[i] = n.kind == OpKind::kWeight;
       continue;
     }
     std::vector<TensorPtr> values;
@@ -70,7 +66,6 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
                                ", expected " + n.outputs[k].str());
       remap[i].push_back({out.add(std::move(w)), 0});
     }
-    is_const[i] = 1;
   }
   for (const auto& o : g.outputs()) out.add_output(remap[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)], o.name);
   return remove_dead_nodes(out);

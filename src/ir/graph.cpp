@@ -33,18 +33,17 @@ std::vector<NodeId> Graph::inputs() const {
   return ids;
 }
 
-bool Graph::is_constant(ValueRef v) const {
-  // Nodes are topologically ordered, so one forward pass decides constness of every node.
-  std::vector<char> c(static_cast<size_t>(v.node) + 1, 0);
-  for (size_t i = 0; i <= static_cast<size_t>(v.node); ++i) {
-    const auto& n = nodes_[i];
-    if (n.kind == OpKind::kInput) continue;
-    if (n.kind == OpKind::kOpaque && n.inputs.empty()) continue;  // e.g. random generators
+std::vector<bool> constant_nodes(const Graph& g) {
+  // Nodes are topologically ordered, so one forward pass decides every node.
+  std::vector<bool> c(g.size(), false);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<NodeId>(i));
+    if (n.kind == OpKind::kInput || n.kind == OpKind::kOpaque) continue;
     bool all = true;
     for (const auto& in : n.inputs) all = all && c[static_cast<size_t>(in.node)];
     c[i] = all;
   }
-  return c[static_cast<size_t>(v.node)];
+  return c;
 }
 
 std::vector<std::vector<Use>> Graph::consumers() const {

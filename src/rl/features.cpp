@@ -73,7 +73,7 @@ GraphFeatures featurize(const ir::Graph& g, const std::vector<double>& node_cost
   const int nd = node_feature_dim();
   f.num_nodes = static_cast<int32_t>(g.size());
   f.nodes.assign(static_cast<size_t>(f.num_nodes) * nd, 0.f);
-  const auto constant = cost::constant_nodes(g);
+  const auto constant = ir::constant_nodes(g);
   std::vector<int> consumers(g.size(), 0);
   std::vector<uint8_t> is_output(g.size(), 0);
   for (const auto& o : g.outputs()) is_output[static_cast<size_t>(o.value.node)] = 1;

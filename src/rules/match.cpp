@@ -305,16 +305,8 @@ bool match_less(const Match& a, const Match& b) {
 }  // namespace
 
 GraphIndex::GraphIndex(const Graph& g)
-    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(g.size(), 0) {
-  for (size_t i = 0; i < g.size(); ++i) {
-    const auto& n = g.node(static_cast<NodeId>(i));
-    by_kind[static_cast<size_t>(n.kind)].push_back(static_cast<NodeId>(i));
-    // Same definition as Graph::is_constant, for every node in one pass.
-    if (n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && n.inputs.empty())) continue;
-    bool all = true;
-    for (const auto& in : n.inputs) all = all && constant[static_cast<size_t>(in.node)];
-    constant[i] = all ? 1 : 0;
-  }
+    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(ir::constant_nodes(g)) {
+  for (size_t i = 0; i < g.size(); ++i) by_kind[static_cast<size_t>(g.node(static_cast<NodeId>(i)).kind)].push_back(static_cast<NodeId>(i));
   for (const auto& o : g.outputs()) output_indices[static_cast<size_t>(o.value.node)].push_back(o.value.index);
 }
 

@@ -129,6 +129,26 @@ TEST(Rules, ConvBatchNormFold) {
   expect_equivalent(g, *g2);
 }
 
+TEST(Rules, AnOpaqueNodeWithConstantInputsIsNotConstant) {
+  // The BatchNorm's scale comes out of an op rlflow cannot evaluate, fed only by a weight. It is
+  // computed at run time, so conv_batchnorm_fold (whose scale variable is `constant`) must not
+  // fold it into the convolution's weights.
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 3, 5, 5}});
+  auto c = b.conv(x, b.weight("w", random_tensor({4, 3, 3, 3}, 2)), {1, 1}, {1, 1, 1, 1});
+  auto scale = b.op_with_types(OpKind::kOpaque, {b.weight("s0", random_tensor({4}, 3))}, OpaqueParams{"", "Foo", "", 1, {0}, {0}},
+                               {TensorType{DType::kFloat32, {4}}}, "foo")[0];
+  std::vector<float> var = {0.5f, 1.0f, 2.0f, 0.25f};
+  auto bn = b.op(OpKind::kBatchNorm,
+                 {c, scale, b.weight("bb", random_tensor({4}, 4)), b.weight("m", random_tensor({4}, 5)),
+                  b.weight("v", Tensor::from_vector(DType::kFloat32, {4}, var))},
+                 NormParams{1, 1e-3});
+  b.output(bn, "y");
+  Graph g = b.build();
+  EXPECT_FALSE(constant_nodes(g)[static_cast<size_t>(scale.node)]);
+  EXPECT_TRUE(rules::find_matches(g, rule("conv_batchnorm_fold")).empty());
+}
+
 TEST(Rules, MergeParallelConvsIsSymmetricAndExact) {
   GraphBuilder b;
   auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});

@@ -49,9 +49,8 @@ struct NodeCost {
   bool fused = false;   // the target runtime fuses it into its producer: costs nothing
 };
 
-// constant[id]: node id's outputs are known before the graph runs (Weight, Constant, or every
-// input constant), so the node folds at export. Opaque nodes never fold; graph inputs never are.
-std::vector<bool> constant_nodes(const ir::Graph& g);
+// Constness is ir::constant_nodes: a constant node folds at export and costs nothing.
+using ir::constant_nodes;
 
 // What onnxruntime's CPU graph optimisations (ORT_ENABLE_ALL) fuse into a producer, by node id:
 // an activation (Relu, Clip, Sigmoid, Tanh) after a Conv or Gemm without one, and a
@@ -63,8 +62,13 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
 // Called after each costed node with (done, total); lets a CLI show progress for slow backends.
 using CostProgress = std::function<void(size_t done, size_t total)>;
 
-// Per-node costs of every op node (inputs and weights are skipped), in node order.
+// Per-node costs of every op node (inputs and weights are skipped), in node order. Every cost is
+// checked (finite, >= 0) and an error names the node.
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress = {});
+// The same accounting with op costs from `price` (e.g. a memo in front of `model`).
+using OpPricer = std::function<Expected<double>(const OpSignature&)>;
+Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price,
+                                           const CostProgress& progress = {});
 // The sum of node costs, in milliseconds.
 Expected<double> graph_cost(const ir::Graph& g, CostModel& model);
 

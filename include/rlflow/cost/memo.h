@@ -10,7 +10,7 @@ namespace rlflow::cost {
 class MemoCost {
  public:
   explicit MemoCost(CostModel& m) : model_(m) {}
-  // Same accounting as graph_cost (folded nodes free, opaque nodes fixed).
+  // cost::node_costs with a memo per signature: the same accounting and the same checks.
   Expected<double> cost(const ir::Graph& g);
   // Per-node costs in node order (0 for inputs, weights and folded nodes), and their sum.
   Expected<double> node_costs(const ir::Graph& g, std::vector<double>& per_node);

@@ -65,7 +65,6 @@ class Graph {
   const std::vector<GraphOutput>& outputs() const { return outputs_; }
   std::vector<NodeId> inputs() const;  // kInput nodes in declaration order
   const TensorType& type(ValueRef v) const { return nodes_[static_cast<size_t>(v.node)].outputs[static_cast<size_t>(v.index)]; }
-  bool is_constant(ValueRef v) const;  // produced by Weight/Constant nodes only (transitively)
 
   // consumers()[id] lists every (node, slot) reading any output of node id.
   std::vector<std::vector<Use>> consumers() const;
@@ -88,6 +87,12 @@ class Graph {
   std::vector<GraphOutput> outputs_;
   ModelMeta meta_;
 };
+
+// The one meaning of "constant" in rlflow, by node id: Weight and Constant nodes, and every node
+// that is neither a graph input nor opaque and whose inputs are all constant. Such a node folds
+// into a weight at export, so it costs nothing and a rule variable marked `constant` may bind it.
+// Opaque nodes never are (rlflow cannot evaluate them), and so nothing downstream of one is.
+std::vector<bool> constant_nodes(const Graph& g);
 
 // True when both graphs compute the same thing in the same structure (names ignored).
 bool structurally_equal(const Graph& a, const Graph& b);

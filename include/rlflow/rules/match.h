@@ -28,7 +28,7 @@ struct GraphIndex {
   std::vector<std::vector<ir::Use>> uses;            // consumers of each node
   std::vector<std::vector<ir::NodeId>> by_kind;      // nodes of each op kind, in order
   std::vector<std::vector<int32_t>> output_indices;  // which outputs of each node are graph outputs
-  std::vector<char> constant;                        // computed from weights alone (Graph::is_constant)
+  std::vector<bool> constant;                        // ir::constant_nodes: folds at export
 };
 
 // All applicable matches of one rule, read-only, in a deterministic (topological) order, capped.
