@@ -1,3 +1,4 @@
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
@@ -88,6 +89,7 @@ class Importer {
   Expected<std::vector<ValueRef>> emit(const onnx::NodeProto& n, OpKind kind, std::vector<ValueRef> ins,
                                        ir::OpParams params, int num_outputs = 1);
   Status alias(const onnx::NodeProto& n, const std::string& src);
+  Status check_arity(const onnx::NodeProto& n) const;
 
   onnx::ModelProto& model_;  // large initializer data is moved out of it into the graph
   std::string label_, base_dir_;
@@ -134,10 +136,12 @@ Status Importer::read_initializers() {
 
 Status Importer::read_inputs() {
   // A misspelt --input-shape name is reported before any input it was meant to fix.
-  for (const auto& [name, shape] : opts_.input_shapes)
+  for (const auto& entry : opts_.input_shapes) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture those
     if (std::none_of(model_.graph().input().begin(), model_.graph().input().end(),
                      [&](const onnx::ValueInfoProto& vi) { return vi.name() == name; }))
       return Error{ErrorCode::kUsage, "--input-shape: the model has no input named '" + name + "'"};
+  }
   std::unordered_set<std::string> seen;
   size_t position = 0;
   for (const auto& vi : model_.graph().input()) {
@@ -657,8 +661,8 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
         infer_at = static_cast<int64_t>(d);
       } else if (v < 0) {
         return bad_node(n, "negative target dimension");
-      } else {
-        known *= v;
+      } else if (__builtin_mul_overflow(known, v, &known)) {
+        return bad_node(n, "target shape has more elements than int64 can count");
       }
       s.push_back(v);
     }
@@ -845,12 +849,38 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
   return false;
 }
 
+Status Importer::check_arity(const onnx::NodeProto& n) const {
+  // Converters index inputs and outputs by position, and ONNX's own shape inference trusts nodes
+  // (fuzzed Conv nodes crashed libonnx): every standard node is checked against its schema first
+  // (arity, attribute names and types). The linked onnx library may predate the model's opset;
+  // newer versions of an op only ever gained optional inputs, so then only the minimum is checked.
+  if (!(n.domain().empty() || n.domain() == "ai.onnx")) return {};
+  static const int known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+  const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "");
+  if (!schema) return {};
+  if (opset_ <= known_opset) {
+    try {
+      schema->Verify(n);
+    } catch (const std::exception& e) {
+      std::string why = e.what();
+      return bad_node(n, "does not match the " + n.op_type() + " schema: " + why.substr(0, why.find('\n')));
+    }
+    return {};
+  }
+  if (n.input_size() < schema->min_input() || n.output_size() < schema->min_output())
+    return bad_node(n, "has " + std::to_string(n.input_size()) + " inputs and " + std::to_string(n.output_size()) + " outputs; " +
+                           n.op_type() + " needs at least " + std::to_string(schema->min_input()) + " and " +
+                           std::to_string(schema->min_output()));
+  return {};
+}
+
 Expected<ir::Graph> Importer::run() {
   RLFLOW_TRY_STATUS(read_meta());
   RLFLOW_TRY_STATUS(read_initializers());
   RLFLOW_TRY_STATUS(read_inputs());
   auto order = sorted_nodes();
   if (!order) return order.error();
+  for (const auto* n : *order) RLFLOW_TRY_STATUS(check_arity(*n));
   RLFLOW_TRY_STATUS(infer_onnx_types());
   for (const auto* n : *order) RLFLOW_TRY_STATUS(convert_node(*n));
   std::unordered_set<std::string> out_names;
