@@ -143,7 +143,7 @@ Error import_bytes_error(const onnx::ModelProto& m, const std::string& label, co
 
 TEST(Malformed, HalfPrecisionIsACleanUnsupportedError) {
   // Conv + Relu in float16: valid ONNX that onnxruntime runs; rlflow refuses it at import (exit 3)
-  // instead of failing inside the executor (it used to exit 5 with "slow_conv2d_cpu not implemented for 'Half'").
+  // instead of failing inside the executor (it used to exit 5 in ATen's CPU convolution, which has no Half kernel).
   auto m = one_graph_model();
   auto* g = m.mutable_graph();
   add_value(g->add_input(), "x", onnx::TensorProto::FLOAT16, {1, 3, 8, 8});
