@@ -56,7 +56,8 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->capture_default_str();
   c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->capture_default_str();
-  c_opt->add_option("--time-limit", opt.time_limit_s, "Search wall-time limit in seconds (0: none)")->capture_default_str();
+  c_opt->add_option("--time-limit", opt.time_limit_s,
+                    "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)");
   c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, not just the default set");

@@ -115,7 +115,7 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
     });
   search::Limits lim;
   lim.budget = o.budget;
-  lim.time_limit_s = o.time_limit_s;
+  lim.time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.deterministic ? 0 : kInteractiveTimeLimitS);
   lim.memory_bytes = o.memory_mb << 20;
   auto res = (*opt)->run(graph, lim);
   if (tty) std::fprintf(stderr, "\r%80s\r", "");

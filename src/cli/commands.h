@@ -25,6 +25,10 @@ struct InfoOptions {
   std::vector<std::string> input_shapes;
 };
 
+// The search's wall-time limit when --time-limit is not given: an interactive run answers in seconds.
+// --deterministic drops it (the budget alone then bounds the search, so every run gives the same graph).
+inline constexpr double kInteractiveTimeLimitS = 10;
+
 struct OptimiseOptions {
   std::string model, output;
   std::string search = "taso";
@@ -35,7 +39,7 @@ struct OptimiseOptions {
   // search
   double alpha = 1.05;
   int64_t budget = 1000;
-  double time_limit_s = 0;
+  double time_limit_s = -1;  // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
   int64_t memory_mb = 2048;
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
