@@ -124,6 +124,14 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
   return out;
 }
 
+// Refusals by reason, the non-zero ones (rules::Rejection names).
+nlohmann::json rejections_json(const rules::RejectionCounts& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 1; i < counts.size(); ++i)
+    if (counts[i] > 0) j[std::string(rules::rejection_name(static_cast<rules::Rejection>(i)))] = counts[i];
+  return j;
+}
+
 struct Candidate {
   std::string label;
   size_t steps = 0;  // rewrites applied from the input
@@ -232,6 +240,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                    {"unique_graphs", r.report.unique_graphs},
                    {"pruned", r.report.pruned},
                    {"rejected", r.report.rejected},
+                   {"rejections", rejections_json(r.report.rejections)},
                    {"peak_states", r.report.peak_states},
                    {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},
                    {"seconds", {{"match", r.report.seconds_match}, {"apply", r.report.seconds_apply},
@@ -411,6 +420,11 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                 static_cast<long long>(search_json["expanded"].get<int64_t>()),
                 static_cast<long long>(search_json["unique_graphs"].get<int64_t>()), t_search,
                 search_json["stop_reason"].get<std::string>().c_str());
+    if (!search_json["rejections"].empty()) {
+      std::printf("matches refused:");
+      for (const auto& [why, n] : search_json["rejections"].items()) std::printf(" %s %lld", why.c_str(), static_cast<long long>(n.get<int64_t>()));
+      std::printf("\n");
+    }
     if (applied.empty()) std::printf("rules applied: none\n");
     else {
       std::printf("rules applied:");

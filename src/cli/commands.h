@@ -40,7 +40,7 @@ struct OptimiseOptions {
   double alpha = 1.05;
   int64_t budget = 1000;
   double time_limit_s = -1;  // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
-  int64_t memory_mb = 2048;
+  int64_t memory_mb = 256;  // stored search graphs; beyond it they are released and replayed when needed
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
   // cost and target

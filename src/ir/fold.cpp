@@ -68,7 +68,7 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
     }
   }
   for (const auto& o : g.outputs()) out.add_output(remap[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)], o.name);
-  return remove_dead_nodes(out);
+  return remove_dead_nodes(std::move(out));
 }
 
 }  // namespace rlflow::ir

@@ -1,5 +1,6 @@
 #include "rlflow/ir/graph.h"
 
+#include <algorithm>
 #include <functional>
 #include <queue>
 #include <stdexcept>
@@ -149,7 +150,10 @@ bool structurally_equal(const Graph& a, const Graph& b) {
   return true;
 }
 
-Graph remove_dead_nodes(const Graph& g) {
+namespace {
+
+// live[i]: an output depends on node i, or it is a graph input.
+std::vector<char> live_nodes(const Graph& g) {
   std::vector<char> live(g.size(), 0);
   for (const auto& o : g.outputs()) live[static_cast<size_t>(o.value.node)] = 1;
   for (size_t i = g.size(); i-- > 0;) {
@@ -157,12 +161,19 @@ Graph remove_dead_nodes(const Graph& g) {
     if (!live[i]) continue;
     for (const auto& in : g.node(static_cast<NodeId>(i)).inputs) live[static_cast<size_t>(in.node)] = 1;
   }
+  return live;
+}
+
+// Builds the graph of the live nodes; take(i) yields node i (copied or moved).
+template <class Take>
+Graph compact(const Graph& g, const std::vector<char>& live, Take take) {
   Graph out;
   out.meta() = g.meta();
+  out.reserve(static_cast<size_t>(std::count(live.begin(), live.end(), char{1})));
   std::vector<NodeId> remap(g.size(), -1);
   for (size_t i = 0; i < g.size(); ++i) {
     if (!live[i]) continue;
-    Node n = g.node(static_cast<NodeId>(i));
+    Node n = take(i);
     for (auto& in : n.inputs) in.node = remap[static_cast<size_t>(in.node)];
     remap[i] = out.add(std::move(n));
   }
@@ -170,8 +181,24 @@ Graph remove_dead_nodes(const Graph& g) {
   return out;
 }
 
+}  // namespace
+
+Graph remove_dead_nodes(const Graph& g) {
+  return compact(g, live_nodes(g), [&](size_t i) { return g.node(static_cast<NodeId>(i)); });
+}
+
+Graph remove_dead_nodes(Graph&& g) {
+  const auto live = live_nodes(g);
+  if (std::all_of(live.begin(), live.end(), [](char l) { return l != 0; })) return std::move(g);
+  return compact(g, live, [&](size_t i) { return std::move(g.mutable_node(static_cast<NodeId>(i))); });
+}
+
 Expected<Graph> topo_sorted(const std::vector<Node>& nodes, const std::vector<GraphOutput>& outputs,
                             const ModelMeta& meta) {
+  return topo_sorted(std::vector<Node>(nodes), outputs, meta);
+}
+
+Expected<Graph> topo_sorted(std::vector<Node>&& nodes, const std::vector<GraphOutput>& outputs, const ModelMeta& meta) {
   const size_t n = nodes.size();
   std::vector<int> indeg(n, 0);
   std::vector<std::vector<size_t>> succ(n);
@@ -186,22 +213,31 @@ Expected<Graph> topo_sorted(const std::vector<Node>& nodes, const std::vector<Gr
   for (size_t i = 0; i < n; ++i)
     if (indeg[i] == 0) ready.push(i);
   std::vector<NodeId> remap(n, -1);
-  Graph g;
-  g.meta() = meta;
+  std::vector<size_t> order;
+  order.reserve(n);
   while (!ready.empty()) {
     size_t i = ready.top();
     ready.pop();
-    Node nd = nodes[i];
-    for (auto& in : nd.inputs) in.node = remap[static_cast<size_t>(in.node)];
-    remap[i] = g.add(std::move(nd));
+    order.push_back(i);
     for (auto s : succ[i])
       if (--indeg[s] == 0) ready.push(s);
   }
-  if (g.size() != n) {
+  if (order.size() != n) {
+    std::vector<char> placed(n, 0);
+    for (auto i : order) placed[i] = 1;
     for (size_t i = 0; i < n; ++i)
-      if (remap[i] < 0)
+      if (!placed[i])
         return Error::bad_input("the graph has a cycle through node " + std::string(op_name(nodes[i].kind)) + " '" +
                                 nodes[i].name + "'");
+  }
+  // Only now move the nodes: a cycle leaves them untouched for the message above.
+  Graph g;
+  g.meta() = meta;
+  g.reserve(n);
+  for (auto i : order) {
+    Node nd = std::move(nodes[i]);
+    for (auto& in : nd.inputs) in.node = remap[static_cast<size_t>(in.node)];
+    remap[i] = g.add(std::move(nd));
   }
   for (const auto& o : outputs) g.add_output({remap[static_cast<size_t>(o.value.node)], o.value.index}, o.name);
   return g;

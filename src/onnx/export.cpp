@@ -476,7 +476,7 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, onnx::Mode
     if (!folded) return folded.error();
     g = std::move(*folded);
   } else {
-    g = ir::remove_dead_nodes(g);
+    g = ir::remove_dead_nodes(std::move(g));
   }
   Exporter ex(g, m, bulk);
   RLFLOW_TRY_STATUS(ex.run());

@@ -124,12 +124,14 @@ Expected<Step> GraphEnv::step(const Action& a) {
     done = true;
   } else {
     const auto& m = s.obs.locations[static_cast<size_t>(a.xfer)][static_cast<size_t>(a.location)];
-    auto next = rules::apply(s.current, *s.rules[static_cast<size_t>(a.xfer)], m);
+    rules::Rejection why = rules::Rejection::kNone;
+    auto next = rules::apply(rules::GraphIndex(s.current), *s.rules[static_cast<size_t>(a.xfer)], m, &why);
     ++s.t;
     if (!next) {
       // A match the matcher accepted but apply() refused (a cycle, a shape conflict): the state
       // stays, and that location is masked from now on.
       out.info.rejected = true;
+      out.info.rejection = std::string(rules::rejection_name(why));
       auto& v = s.obs.location_valid[static_cast<size_t>(a.xfer)];
       v[static_cast<size_t>(a.location)] = 0;
       bool any = false;

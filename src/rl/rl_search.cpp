@@ -59,7 +59,11 @@ class RlOptimizer : public RolloutOptimizer {
       auto st = env.step(choice[0].action);
       if (!st) return st.error();
       ++report.expanded;
-      if (st->info.rejected) ++report.rejected;
+      if (st->info.rejected) {
+        ++report.rejected;
+        for (size_t i = 1; i < rules::kNumRejections; ++i)
+          if (rules::rejection_name(static_cast<rules::Rejection>(i)) == st->info.rejection) ++report.rejections[i];
+      }
       else if (!st->info.rule.empty()) ++report.generated;
       if (st->done) return {};
       cur = std::move(st->observation);

@@ -104,7 +104,8 @@ struct Compiled {
 
 class Matcher {
  public:
-  Matcher(const GraphIndex& ix, const Compiled& c) : g_(ix.graph), c_(c), ix_(ix), uses_(ix.uses) {}
+  Matcher(const GraphIndex& ix, const Compiled& c, RejectionCounts* rejections = nullptr)
+      : g_(ix.graph), c_(c), ix_(ix), uses_(ix.uses), rejections_(rejections) {}
 
   // Tries to place pattern node p on graph node gid; appends every consistent state.
   void place(int p, NodeId gid, const State& s, std::vector<State>* out) const {
@@ -136,34 +137,46 @@ class Matcher {
   }
 
   // Checks that need every node placed: deferred expressions, conditions, symmetry, no escaping
-  // interior values, and convexity (no path leaves the match and re-enters it).
-  Status finish(const State& s) const {
+  // interior values, and convexity (no path leaves the match and re-enters it). Returns why the
+  // state is refused (kNone: accepted); the message goes to *detail only when one is asked for, so
+  // that matching, which refuses many states, builds no strings.
+  Rejection finish(const State& s, std::string* detail = nullptr) const {
     const auto& r = c_.r;
+    auto refuse = [&](Rejection why, auto&& message) {
+      if (detail) *detail = message();
+      return why;
+    };
     for (size_t p = 0; p < r.source.nodes.size(); ++p) {
       const auto& pn = r.source.nodes[p];
+      bool deferred = false;
+      for (const auto& [field, e] : pn.params) deferred = deferred || e.kind == Expr::Kind::kCall;
+      if (!deferred) continue;
       const auto fields = params_to_fields(pn.kind, g_.node(s.placed[p]).params);
       for (const auto& [field, e] : pn.params) {
         if (e.kind != Expr::Kind::kCall) continue;
+        bool same;
         if (is_real_field(pn.kind, field)) {
           auto v = eval_real(e, s.b, g_);
-          if (!v || fields.reals.at(field) != *v) return Error::bad_input("parameter " + field + " of '" + pn.id + "' differs");
+          same = v && fields.reals.at(field) == *v;
         } else {
           auto v = eval_ints(e, s.b, g_);
-          if (!v || fields.ints.at(field) != *v) return Error::bad_input("parameter " + field + " of '" + pn.id + "' differs");
+          same = v && fields.ints.at(field) == *v;
         }
+        if (!same) return refuse(Rejection::kParamsDiffer, [&] { return "parameter " + field + " of '" + pn.id + "' differs"; });
       }
     }
     for (const auto& c : r.conditions) {
       auto l = eval_ints(c.lhs, s.b, g_), rr = eval_ints(c.rhs, s.b, g_);
-      if (!l) return l.error();
-      if (!rr) return rr.error();
+      if (!l) return refuse(Rejection::kUnbound, [&] { return l.error().message; });
+      if (!rr) return refuse(Rejection::kUnbound, [&] { return rr.error().message; });
       bool ok = c.cmp == "eq" ? *l == *rr : c.cmp == "ne" ? *l != *rr : c.cmp == "lt" ? *l < *rr : *l <= *rr;
-      if (!ok) return Error::bad_input("condition " + c.lhs.str() + " " + c.cmp + " " + c.rhs.str() + " does not hold");
+      if (!ok)
+        return refuse(Rejection::kCondition, [&] { return "condition " + c.lhs.str() + " " + c.cmp + " " + c.rhs.str() + " does not hold"; });
     }
     for (const auto& group : r.symmetric)
       for (size_t i = 1; i < group.size(); ++i)
         if (s.placed[static_cast<size_t>(r.source.index_of(group[i - 1]))] >= s.placed[static_cast<size_t>(r.source.index_of(group[i]))])
-          return Error::bad_input("symmetric nodes out of order");
+          return refuse(Rejection::kSymmetry, [] { return std::string("symmetric nodes out of order"); });
     std::set<NodeId> inside(s.placed.begin(), s.placed.end());
     for (size_t p = 0; p < s.placed.size(); ++p) {
       const auto gid = s.placed[p];
@@ -171,10 +184,11 @@ class Matcher {
         if (c_.mapped.count({static_cast<int>(p), static_cast<int>(k)})) continue;
         const auto& outs = ix_.output_indices[static_cast<size_t>(gid)];
         if (std::find(outs.begin(), outs.end(), static_cast<int32_t>(k)) != outs.end())
-          return Error::bad_input("interior value of '" + r.source.nodes[p].id + "' is a graph output");
+          return refuse(Rejection::kEscapingValue, [&] { return "interior value of '" + r.source.nodes[p].id + "' is a graph output"; });
         for (const auto& u : uses_[static_cast<size_t>(gid)])
           if (g_.node(u.node).inputs[static_cast<size_t>(u.input_slot)].index == static_cast<int32_t>(k) && !inside.count(u.node))
-            return Error::bad_input("interior value of '" + r.source.nodes[p].id + "' is used outside the match");
+            return refuse(Rejection::kEscapingValue,
+                          [&] { return "interior value of '" + r.source.nodes[p].id + "' is used outside the match"; });
       }
     }
     if (s.placed.size() > 1) {
@@ -189,19 +203,24 @@ class Matcher {
         stack.pop_back();
         if (!seen.insert(n).second) continue;
         for (const auto& u : uses_[static_cast<size_t>(n)]) {
-          if (inside.count(u.node)) return Error::bad_input("a path leaves the match and re-enters it (the rewrite would form a cycle)");
+          if (inside.count(u.node))
+            return refuse(Rejection::kCycle, [] { return std::string("a path leaves the match and re-enters it (the rewrite would form a cycle)"); });
           if (u.node < hi) stack.push_back(u.node);
         }
       }
     }
-    return {};
+    return Rejection::kNone;
   }
 
   void search(size_t k, State s, std::vector<Match>* out, size_t limit) const {
     if (out->size() >= limit) return;
     const auto& r = c_.r;
     if (k == c_.order.size()) {
-      if (finish(s).ok()) out->push_back(Match{r.name, s.placed});
+      const Rejection why = finish(s);
+      if (why == Rejection::kNone)
+        out->push_back(Match{r.name, s.placed});
+      else if (rejections_)
+        ++(*rejections_)[static_cast<size_t>(why)];
       return;
     }
     const int p = c_.order[k];
@@ -293,6 +312,7 @@ class Matcher {
   const Compiled& c_;
   const GraphIndex& ix_;
   const std::vector<std::vector<ir::Use>>& uses_;
+  RejectionCounts* rejections_;
 };
 
 bool match_less(const Match& a, const Match& b) {
@@ -320,7 +340,7 @@ std::vector<Match> find_matches(const GraphIndex& ix, const Rule& r, const Match
   for (const auto& pn : r.source.nodes)
     if (ix.by_kind[static_cast<size_t>(pn.kind)].empty()) return {};
   Compiled c(r);
-  Matcher m(ix, c);
+  Matcher m(ix, c, opts.rejections);
   std::vector<Match> out;
   // Enumerate (bounded), then order by position so the first locations are the earliest.
   m.search(0, m.empty_state(), &out, std::max<size_t>(opts.max_matches * 8, 1024));
@@ -330,13 +350,41 @@ std::vector<Match> find_matches(const GraphIndex& ix, const Rule& r, const Match
   return out;
 }
 
-Expected<Bindings> check_match(const Graph& g, const Rule& r, const Match& m) {
-  if (m.rule != r.name) return Error::bad_input("match is for rule '" + m.rule + "', not '" + r.name + "'");
-  if (m.nodes.size() != r.source.nodes.size()) return Error::bad_input("match has the wrong number of nodes for rule '" + r.name + "'");
+std::string_view rejection_name(Rejection r) {
+  switch (r) {
+    case Rejection::kNone: return "none";
+    case Rejection::kNotMatched: return "not matched";
+    case Rejection::kParamsDiffer: return "parameters differ";
+    case Rejection::kCondition: return "condition fails";
+    case Rejection::kSymmetry: return "symmetric duplicate";
+    case Rejection::kEscapingValue: return "escaping value";
+    case Rejection::kCycle: return "cycle";
+    case Rejection::kUnbound: return "unbound variable";
+    case Rejection::kShapeConflict: return "shape conflict";
+    case Rejection::kTargetParams: return "target parameters";
+  }
+  return "?";
+}
+
+namespace {
+
+Error refused(Rejection* why, Rejection reason, std::string message) {
+  if (why) *why = reason;
+  return Error::bad_input(std::move(message));
+}
+
+}  // namespace
+
+Expected<Bindings> check_match(const Graph& g, const Rule& r, const Match& m) { return check_match(GraphIndex(g), r, m); }
+
+Expected<Bindings> check_match(const GraphIndex& ix, const Rule& r, const Match& m, Rejection* why) {
+  const Graph& g = ix.graph;
+  if (m.rule != r.name) return refused(why, Rejection::kNotMatched, "match is for rule '" + m.rule + "', not '" + r.name + "'");
+  if (m.nodes.size() != r.source.nodes.size())
+    return refused(why, Rejection::kNotMatched, "match has the wrong number of nodes for rule '" + r.name + "'");
   for (auto id : m.nodes)
-    if (id < 0 || static_cast<size_t>(id) >= g.size()) return Error::bad_input("match refers to a node outside the graph");
+    if (id < 0 || static_cast<size_t>(id) >= g.size()) return refused(why, Rejection::kNotMatched, "match refers to a node outside the graph");
   Compiled c(r);
-  GraphIndex ix(g);
   Matcher matcher(ix, c);
   // Replay in search order with the given nodes; commutative inputs may branch.
   std::vector<State> states = {matcher.empty_state()};
@@ -344,24 +392,29 @@ Expected<Bindings> check_match(const Graph& g, const Rule& r, const Match& m) {
     std::vector<State> next;
     for (const auto& s : states) matcher.place(p, m.nodes[static_cast<size_t>(p)], s, &next);
     states = std::move(next);
-    if (states.empty()) return Error::bad_input("rule '" + r.name + "' does not match at " + m.str() + " (pattern node '" + r.source.nodes[static_cast<size_t>(p)].id + "')");
+    if (states.empty())
+      return refused(why, Rejection::kNotMatched,
+                     "rule '" + r.name + "' does not match at " + m.str() + " (pattern node '" + r.source.nodes[static_cast<size_t>(p)].id + "')");
   }
-  Error last = Error::bad_input("no consistent binding");
+  Rejection last = Rejection::kNotMatched;
+  std::string detail = "no consistent binding";
   for (const auto& s : states) {
-    auto st = matcher.finish(s);
-    if (st.ok()) return s.b;
-    last = st.error();
+    last = matcher.finish(s, &detail);
+    if (last == Rejection::kNone) return s.b;
   }
-  return last.with_context("rule '" + r.name + "' at " + m.str());
+  return refused(why, last, "rule '" + r.name + "' at " + m.str() + ": " + detail);
 }
 
-Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
-  auto bound = check_match(g, r, m);
+Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) { return apply(GraphIndex(g), r, m); }
+
+Expected<Graph> apply(const GraphIndex& ix, const Rule& r, const Match& m, Rejection* why) {
+  const Graph& g = ix.graph;
+  auto bound = check_match(ix, r, m, why);
   if (!bound) return bound.error();
   const Bindings& b = *bound;
   std::vector<ir::Node> nodes = g.nodes();
   const auto base = static_cast<NodeId>(nodes.size());
-  auto ctx = [&](const std::string& why) { return Error::bad_input("rule '" + r.name + "' at " + m.str() + ": " + why); };
+  auto ctx_as = [&](Rejection reason, const std::string& message) { return refused(why, reason, "rule '" + r.name + "' at " + m.str() + ": " + message); };
 
   // Instantiate the target pattern after the existing nodes.
   std::vector<std::pair<std::string, NodeId>> target_ids;
@@ -382,8 +435,8 @@ Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
     std::vector<ir::TensorType> in_types;
     for (const auto& in : tn.inputs) {
       auto v = target_value(in);
-      if (!v) return ctx("target input '" + in + "' is unbound");
-      if (v->index >= static_cast<int32_t>(nodes[static_cast<size_t>(v->node)].outputs.size())) return ctx("target input '" + in + "' has no such output");
+      if (!v) return ctx_as(Rejection::kUnbound, "target input '" + in + "' is unbound");
+      if (v->index >= static_cast<int32_t>(nodes[static_cast<size_t>(v->node)].outputs.size())) return ctx_as(Rejection::kShapeConflict, "target input '" + in + "' has no such output");
       n.inputs.push_back(*v);
       in_types.push_back(type_of(*v));
     }
@@ -392,19 +445,19 @@ Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
     for (const auto& [field, e] : tn.params) {
       if (is_real_field(tn.kind, field)) {
         auto v = eval_real(e, b, g);
-        if (!v) return ctx(v.error().message);
+        if (!v) return ctx_as(Rejection::kTargetParams, v.error().message);
         f.reals[field] = *v;
       } else {
         auto v = eval_ints(e, b, g);
-        if (!v) return ctx(v.error().message);
+        if (!v) return ctx_as(Rejection::kTargetParams, v.error().message);
         f.ints[field] = *v;
       }
     }
     auto params = params_from_fields(tn.kind, f);
-    if (!params) return ctx(params.error().message);
+    if (!params) return ctx_as(Rejection::kTargetParams, params.error().message);
     n.params = std::move(*params);
     auto types = ir::infer_types(tn.kind, n.params, in_types);
-    if (!types) return ctx("shape conflict: " + types.error().message);
+    if (!types) return ctx_as(Rejection::kShapeConflict, "shape conflict: " + types.error().message);
     n.outputs = std::move(*types);
     target_ids.emplace_back(tn.id, static_cast<NodeId>(nodes.size()));
     nodes.push_back(std::move(n));
@@ -417,9 +470,9 @@ Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
     const int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
     ValueRef from{m.nodes[static_cast<size_t>(p)], k};
     auto to = target_value(t);
-    if (!to) return ctx("output target '" + t + "' is unbound");
+    if (!to) return ctx_as(Rejection::kUnbound, "output target '" + t + "' is unbound");
     if (type_of(*to) != g.type(from))
-      return ctx("shape conflict: " + s + " is " + g.type(from).str() + " but " + t + " is " + type_of(*to).str());
+      return ctx_as(Rejection::kShapeConflict, "shape conflict: " + s + " is " + g.type(from).str() + " but " + t + " is " + type_of(*to).str());
     redirect[from] = *to;
   }
   for (NodeId i = 0; i < base; ++i)
@@ -432,9 +485,9 @@ Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) {
     auto it = redirect.find(o.value);
     if (it != redirect.end()) o.value = it->second;
   }
-  auto sorted = ir::topo_sorted(nodes, outputs, g.meta());
-  if (!sorted) return ctx("the rewrite would create a cycle");
-  return ir::remove_dead_nodes(*sorted);
+  auto sorted = ir::topo_sorted(std::move(nodes), outputs, g.meta());
+  if (!sorted) return ctx_as(Rejection::kCycle, "the rewrite would create a cycle");
+  return ir::remove_dead_nodes(std::move(*sorted));
 }
 
 }  // namespace rlflow::rules

@@ -57,6 +57,7 @@ class Engine {
     std::vector<Candidate> out;
     rules::MatchOptions mo;
     mo.max_matches = limits_.max_locations;
+    mo.rejections = &report_.rejections;
     ++report_.expanded;
     auto t_index = Clock::now();
     const rules::GraphIndex index(g);
@@ -67,10 +68,12 @@ class Engine {
       report_.seconds_match += since(tm);
       for (auto& m : matches) {
         auto ta = Clock::now();
-        auto next = rules::apply(g, *rules_[r], m);
+        rules::Rejection why = rules::Rejection::kNone;
+        auto next = rules::apply(index, *rules_[r], m, &why);
         report_.seconds_apply += since(ta);
         if (!next) {
           ++report_.rejected;
+          ++report_.rejections[static_cast<size_t>(why)];
           continue;
         }
         ++report_.generated;
@@ -140,10 +143,13 @@ class Engine {
   }
   bool over_memory() const { return held_bytes_ > limits_.memory_bytes; }
 
-  Result finish(int best, StopReason stop) {
+  // The result for the best state. A best graph that cannot be rebuilt by replay is an error, never
+  // the input graph reported next to the best state's steps.
+  Expected<Result> finish(int best, StopReason stop) {
     Result r;
     auto g = materialize(best);
-    r.best = g ? **g : *states_[0].graph;
+    if (!g) return g.error().with_context("rebuilding the best graph");
+    r.best = **g;
     r.initial_cost = states_[0].cost;
     r.best_cost = states_[static_cast<size_t>(best)].cost;
     for (int s = best; s > 0; s = states_[static_cast<size_t>(s)].parent) r.steps.push_back(states_[static_cast<size_t>(s)].match);

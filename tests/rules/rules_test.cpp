@@ -242,12 +242,19 @@ TEST(Matcher, RejectsEscapingInteriorValue) {
   b.output(b.op(OpKind::kSigmoid, {c}), "z");  // the conv's output is also used elsewhere
   Graph g = b.build();
   const auto& r = rule("conv_relu_fuse");
-  EXPECT_TRUE(rules::find_matches(g, r).empty());
+  rules::RejectionCounts counts{};
+  rules::MatchOptions mo;
+  mo.rejections = &counts;
+  EXPECT_TRUE(rules::find_matches(g, r, mo).empty());
+  EXPECT_EQ(counts[static_cast<size_t>(rules::Rejection::kEscapingValue)], 1);
   // A hand-made match is rejected by apply with a reason.
   Match m{r.name, {2, 3}};
   auto res = rules::apply(g, r, m);
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.error().message.find("outside the match"), std::string::npos) << res.error().message;
+  rules::Rejection why = rules::Rejection::kNone;
+  EXPECT_FALSE(rules::apply(rules::GraphIndex(g), r, m, &why).ok());
+  EXPECT_EQ(why, rules::Rejection::kEscapingValue);
 }
 
 TEST(Matcher, RejectsMatchThatWouldFormACycle) {
@@ -277,6 +284,9 @@ TEST(Matcher, RejectsMatchThatWouldFormACycle) {
   auto res = rules::apply(g2, r, m);
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.error().message.find("cycle"), std::string::npos) << res.error().message;
+  rules::Rejection why = rules::Rejection::kNone;
+  EXPECT_FALSE(rules::apply(rules::GraphIndex(g2), r, m, &why).ok());
+  EXPECT_EQ(why, rules::Rejection::kCycle);
   EXPECT_TRUE(rules::find_matches(g2, r).empty());
   (void)g;
 }
@@ -298,6 +308,10 @@ TEST(Matcher, RejectsShapeConflict) {
   auto res = rules::apply(g, r, ms[0]);
   ASSERT_FALSE(res.ok());
   EXPECT_NE(res.error().message.find("shape conflict"), std::string::npos) << res.error().message;
+  rules::Rejection why = rules::Rejection::kNone;
+  EXPECT_FALSE(rules::apply(rules::GraphIndex(g), r, ms[0], &why).ok());
+  EXPECT_EQ(why, rules::Rejection::kShapeConflict);
+  EXPECT_EQ(rules::rejection_name(why), "shape conflict");
 }
 
 TEST(Matcher, ReplayedMatchChecksTheGraph) {
@@ -309,6 +323,9 @@ TEST(Matcher, ReplayedMatchChecksTheGraph) {
   EXPECT_FALSE(rules::check_match(g, rule("relu_relu_fuse"), wrong).ok());
   Match out_of_range{"relu_relu_fuse", {1, 99}};
   EXPECT_FALSE(rules::check_match(g, rule("relu_relu_fuse"), out_of_range).ok());
+  rules::Rejection why = rules::Rejection::kNone;
+  EXPECT_FALSE(rules::apply(rules::GraphIndex(g), rule("relu_relu_fuse"), wrong, &why).ok());
+  EXPECT_EQ(why, rules::Rejection::kNotMatched);
 }
 
 TEST(Matcher, LocationsAreCappedAndOrdered) {

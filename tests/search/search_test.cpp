@@ -140,6 +140,76 @@ TEST(Search, BudgetAndReportsAreHonoured) {
   EXPECT_LE(m.calls, 3);
 }
 
+// Held graphs are released under the memory limit and rebuilt by replay when needed again: whatever
+// the limit, the result is a consistent graph (its steps replay to it) or a memory-limit stop.
+TEST(Search, MemoryLimitReleasesStatesAndRebuildsThem) {
+  auto lib = abstract_rules();
+  auto rules = pick(lib, {"s2r", "ss2e", "s2t", "tt2r"});
+  double unlimited_cost = 0;
+  {
+    TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+    unlimited_cost = run("taso", rules, m, 1.6).best_cost;
+  }
+  bool some_released_and_finished = false;
+  for (int64_t bytes : {int64_t{1}, int64_t{1} << 9, int64_t{1} << 10, int64_t{1} << 11, int64_t{1} << 12}) {
+    TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+    search::SearchOptions so;
+    so.alpha = 1.6;
+    auto opt = search::make_optimizer("taso", rules, m, so);
+    ASSERT_TRUE(opt.ok());
+    search::Limits lim;
+    lim.memory_bytes = bytes;
+    auto r = (*opt)->run(two_sigmoids(), lim);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto again = search::replay(two_sigmoids(), rules, r->steps);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_TRUE(structurally_equal(*again, r->best)) << "memory limit " << bytes;
+    EXPECT_LE(r->best_cost, r->initial_cost);
+    if (r->stop != search::StopReason::kMemoryLimit) {
+      EXPECT_DOUBLE_EQ(r->best_cost, unlimited_cost) << "memory limit " << bytes;
+      some_released_and_finished = some_released_and_finished || r->report.peak_state_bytes > bytes;
+    }
+  }
+  EXPECT_TRUE(some_released_and_finished) << "no limit both released states and let the search finish";
+}
+
+TEST(Search, TimeLimitStopsWithAConsistentResult) {
+  auto lib = abstract_rules();
+  auto rules = pick(lib, {"s2r", "ss2e", "s2t", "tt2r"});
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kTanh, 3.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+  for (const char* strategy : {"greedy", "taso", "exhaustive"}) {
+    auto opt = search::make_optimizer(strategy, rules, m, {});
+    ASSERT_TRUE(opt.ok());
+    search::Limits lim;
+    lim.time_limit_s = 1e-9;
+    auto r = (*opt)->run(two_sigmoids(), lim);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->stop, search::StopReason::kTimeLimit) << strategy;
+    EXPECT_LE(r->report.expanded, 1) << strategy;
+    auto again = search::replay(two_sigmoids(), rules, r->steps);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(structurally_equal(*again, r->best)) << strategy;
+  }
+}
+
+TEST(Search, RefusedMatchesAreCountedByReason) {
+  // x -> Sigmoid -> Sigmoid -> y, and the inner Sigmoid is also an output: ss2e would hide it.
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {8}});
+  auto inner = b.op(OpKind::kSigmoid, {x});
+  b.output(b.op(OpKind::kSigmoid, {inner}), "y");
+  b.output(inner, "z");
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kErf, 1.5}});
+  const auto rules = pick(lib, {"ss2e"});  // the optimizer keeps a reference to the rule list
+  auto opt = search::make_optimizer("greedy", rules, m, {});
+  ASSERT_TRUE(opt.ok());
+  auto r = (*opt)->run(b.build(), {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->steps.empty());
+  EXPECT_EQ(r->report.rejections[static_cast<size_t>(rules::Rejection::kEscapingValue)], 1);
+}
+
 TEST(Search, UnknownStrategyAndBadAlphaAreUsageErrors) {
   auto lib = abstract_rules();
   TableCost m({});

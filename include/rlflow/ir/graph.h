@@ -55,6 +55,7 @@ class Graph {
  public:
   // Appends a node; its inputs must refer to existing nodes. Returns its id.
   NodeId add(Node n);
+  void reserve(size_t nodes) { nodes_.reserve(nodes); }
   void add_output(ValueRef v, std::string name) { outputs_.push_back({v, std::move(name)}); }
   void set_outputs(std::vector<GraphOutput> outs) { outputs_ = std::move(outs); }
 
@@ -97,13 +98,16 @@ std::vector<bool> constant_nodes(const Graph& g);
 // True when both graphs compute the same thing in the same structure (names ignored).
 bool structurally_equal(const Graph& a, const Graph& b);
 
-// Drops nodes that no output depends on (graph inputs are always kept) and renumbers.
+// Drops nodes that no output depends on (graph inputs are always kept) and renumbers. The rvalue
+// form moves nodes instead of copying them (and returns g itself when nothing is dead).
 Graph remove_dead_nodes(const Graph& g);
+Graph remove_dead_nodes(Graph&& g);
 
 // Re-sorts topologically after arbitrary construction; error on a cycle. `order` may come from
-// a rewrite that appended nodes out of order.
+// a rewrite that appended nodes out of order. The rvalue form moves the nodes into the result.
 Expected<Graph> topo_sorted(const std::vector<Node>& nodes, const std::vector<GraphOutput>& outputs,
                             const ModelMeta& meta);
+Expected<Graph> topo_sorted(std::vector<Node>&& nodes, const std::vector<GraphOutput>& outputs, const ModelMeta& meta);
 
 // Checks every invariant and re-runs shape inference; the error names the first bad node.
 Status validate(const Graph& g);

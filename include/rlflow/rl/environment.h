@@ -28,6 +28,7 @@ struct StepInfo {
   double cost = 0, initial_cost = 0, best_cost = 0;
   double improvement = 0;       // (initial - cost) / initial, reported every step
   bool rejected = false;        // apply() refused the chosen match; the state did not change
+  std::string rejection;        // why (rules::rejection_name), when rejected
   std::string rule;             // the applied rule ("" for NO-OP)
   double seconds = 0;           // wall time of this step (apply, match, cost, featurise)
 };

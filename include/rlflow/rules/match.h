@@ -1,5 +1,8 @@
 #pragma once
+#include <array>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rlflow/ir/graph.h"
@@ -16,8 +19,27 @@ struct Match {
   std::string str() const;
 };
 
+// Why a match or a rewrite was refused. Matching counts the refusals of complete placements (a
+// pattern that does not fit at all is not counted); apply reports its own.
+enum class Rejection : uint8_t {
+  kNone = 0,
+  kNotMatched,     // the pattern does not fit there (kinds, wiring, parameters; a stale replayed match)
+  kParamsDiffer,   // a parameter computed from the bindings differs from the graph's
+  kCondition,      // a rule condition does not hold
+  kSymmetry,       // symmetric pattern nodes in the other order (the same match, counted once)
+  kEscapingValue,  // an interior value is a graph output or is read outside the match
+  kCycle,          // a path leaves the match and re-enters it: the result would have a cycle
+  kUnbound,        // a target input, output or condition refers to an unbound variable
+  kShapeConflict,  // the target's types do not infer, or differ from the values it replaces
+  kTargetParams,   // the target's parameters cannot be computed
+};
+inline constexpr size_t kNumRejections = 10;
+std::string_view rejection_name(Rejection r);
+using RejectionCounts = std::array<int64_t, kNumRejections>;
+
 struct MatchOptions {
-  size_t max_matches = 200;  // the RL agents' location mask size
+  size_t max_matches = 200;              // the RL agents' location mask size
+  RejectionCounts* rejections = nullptr;  // when set, refused complete placements are counted here
 };
 
 // What matching needs to know about a graph beyond its nodes; build it once per graph when
@@ -35,11 +57,15 @@ struct GraphIndex {
 std::vector<Match> find_matches(const ir::Graph& g, const Rule& r, const MatchOptions& opts = {});
 std::vector<Match> find_matches(const GraphIndex& index, const Rule& r, const MatchOptions& opts = {});
 
-// Re-checks a (possibly replayed) match against the graph and returns its bindings.
+// Re-checks a (possibly replayed) match against the graph and returns its bindings. The index
+// form reuses an index the caller already holds; *why (when given) says why a match is refused.
 Expected<Bindings> check_match(const ir::Graph& g, const Rule& r, const Match& m);
+Expected<Bindings> check_match(const GraphIndex& index, const Rule& r, const Match& m, Rejection* why = nullptr);
 
 // Builds the rewritten graph. Rejects matches whose interior values escape, results with a
-// cycle, and shape conflicts; shapes of new nodes are inferred.
+// cycle, and shape conflicts; shapes of new nodes are inferred. The index form does not re-index
+// the graph (search expands many matches of one graph).
 Expected<ir::Graph> apply(const ir::Graph& g, const Rule& r, const Match& m);
+Expected<ir::Graph> apply(const GraphIndex& index, const Rule& r, const Match& m, Rejection* why = nullptr);
 
 }  // namespace rlflow::rules

@@ -16,7 +16,7 @@ namespace rlflow::search {
 struct Limits {
   int64_t budget = 1000;                   // graphs expanded (greedy: rewrite steps)
   double time_limit_s = 0;                 // 0: none
-  int64_t memory_bytes = int64_t{2} << 30;  // cap on stored search states
+  int64_t memory_bytes = int64_t{256} << 20;  // cap on stored search graphs (released and replayed beyond it)
   size_t max_locations = 200;              // matches considered per rule and graph
 };
 
@@ -29,6 +29,8 @@ struct Report {
   int64_t unique_graphs = 0;   // distinct graphs seen (structural hash, compared on collision)
   int64_t pruned = 0;          // children dropped by the strategy (alpha, duplicates)
   int64_t rejected = 0;        // matches apply() refused
+  // Refusals by reason (rules::Rejection): complete placements the matcher refused, and apply()'s.
+  rules::RejectionCounts rejections{};
   int64_t peak_states = 0;     // states held at once
   int64_t peak_state_bytes = 0;
   double seconds_match = 0, seconds_apply = 0, seconds_cost = 0, seconds_total = 0;
