@@ -1,5 +1,6 @@
 #include <chrono>
 #include <mutex>
+#include <unordered_set>
 
 #include "rlflow/cost/memo.h"
 #include "rlflow/rl/environment.h"
@@ -40,6 +41,7 @@ struct GraphEnv::Impl {
   Observation obs;
   double step_seconds = 0;
   int64_t step_count = 0;
+  std::unordered_set<uint64_t> seen;  // structural hashes of every graph visited, across episodes
 
   Impl(ir::Graph g, std::vector<const rules::Rule*> r, cost::CostModel& m, EnvConfig c)
       : initial(std::move(g)), rules(std::move(r)), coster(m), cfg(std::move(c)) {}
@@ -92,6 +94,7 @@ const std::vector<rules::Match>& GraphEnv::steps() const { return impl_->steps; 
 const std::vector<rules::Match>& GraphEnv::best_steps() const { return impl_->best_steps; }
 double GraphEnv::total_step_seconds() const { return impl_->step_seconds; }
 int64_t GraphEnv::total_steps() const { return impl_->step_count; }
+int64_t GraphEnv::distinct_graphs() const { return static_cast<int64_t>(impl_->seen.size()); }
 
 Expected<Observation> GraphEnv::reset() {
   auto& s = *impl_;
@@ -106,6 +109,7 @@ Expected<Observation> GraphEnv::reset() {
   s.best = s.current;
   s.best_cost = s.cost;
   s.started = true;
+  s.seen.insert(s.current.hash());
   return s.obs;
 }
 
@@ -139,6 +143,7 @@ Expected<Step> GraphEnv::step(const Action& a) {
       s.obs.xfer_mask[static_cast<size_t>(a.xfer)] = any ? 1 : 0;
     } else {
       s.current = std::move(*next);
+      s.seen.insert(s.current.hash());
       s.steps.push_back(m);
       out.info.rule = m.rule;
       if (auto st = s.observe(); !st.ok()) return st.error();

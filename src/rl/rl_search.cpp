@@ -19,10 +19,17 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
   std::mt19937_64 rng(o_.seed);
   search::Result r;
   r.best = g;
-  r.stop = search::StopReason::kConverged;
+  r.stop = search::StopReason::kRolloutsDone;
+  // Limits are checked before each rollout; one that has started runs to its end (at most
+  // EnvConfig::max_steps steps). The environment holds two graphs (current and best), so the
+  // memory limit, which bounds stored search states, has nothing to bound here.
   for (int k = 0; k <= o_.rollouts; ++k) {
-    if (limits.time_limit_s > 0 && elapsed() > limits.time_limit_s) {
+    if (k > 0 && limits.time_limit_s > 0 && elapsed() > limits.time_limit_s) {
       r.stop = search::StopReason::kTimeLimit;
+      break;
+    }
+    if (k > 0 && r.report.expanded >= limits.budget) {
+      r.stop = search::StopReason::kBudget;
       break;
     }
     if (auto st = rollout(env, k == 0, rng, r.report); !st.ok()) return st.error();
@@ -35,7 +42,7 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
     r.report.seconds_total = elapsed();
     if (progress_) progress_(r.report, r.best_cost);
   }
-  r.report.unique_graphs = r.report.generated + 1;
+  r.report.unique_graphs = env.distinct_graphs();
   r.report.seconds_total = elapsed();
   return r;
 }

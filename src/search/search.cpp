@@ -18,6 +18,7 @@ std::string_view stop_reason_name(StopReason r) {
     case StopReason::kBudget: return "budget reached";
     case StopReason::kTimeLimit: return "time limit reached";
     case StopReason::kMemoryLimit: return "memory limit reached";
+    case StopReason::kRolloutsDone: return "every rollout done";
   }
   return "?";
 }

@@ -313,6 +313,19 @@ TEST(RlAgent, LearnsAnOptimumThatNeedsACostIncreasingStepFirst) {
   auto replayed = search::replay(g, rules, r->steps);
   ASSERT_TRUE(replayed);
   EXPECT_NEAR(*cost::graph_cost(*replayed, *m), optimum, 1e-9);
+  EXPECT_EQ(r->stop, search::StopReason::kRolloutsDone);
+  EXPECT_GE(r->report.unique_graphs, 2);  // counted graphs, not steps + 1
+  EXPECT_LE(r->report.unique_graphs, r->report.expanded + 1);
+  // The budget (environment steps) is checked between rollouts: the greedy rollout runs, then it stops.
+  ro.rollouts = 5;
+  auto limited = rl::make_rl_optimizer(ro, library(), *m);
+  ASSERT_TRUE(limited) << limited.error().message;
+  search::Limits lim;
+  lim.budget = 1;
+  auto rb = (*limited)->run(g, lim);
+  ASSERT_TRUE(rb) << rb.error().message;
+  EXPECT_EQ(rb->stop, search::StopReason::kBudget);
+  EXPECT_EQ(rb->report.expanded, r->report.expanded);  // just the greedy rollout
   // The log has one line per update.
   std::ifstream log(o.log_path);
   int lines = 0;

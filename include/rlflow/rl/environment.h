@@ -68,6 +68,7 @@ class GraphEnv : public Environment {
   const std::vector<rules::Match>& best_steps() const;  // the prefix that reaches best_graph()
   double total_step_seconds() const;
   int64_t total_steps() const;
+  int64_t distinct_graphs() const;  // distinct graphs (structural hash) visited since construction
 
  private:
   struct Impl;

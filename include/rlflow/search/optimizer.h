@@ -20,7 +20,8 @@ struct Limits {
   size_t max_locations = 200;              // matches considered per rule and graph
 };
 
-enum class StopReason { kConverged, kExhausted, kBudget, kTimeLimit, kMemoryLimit };
+// kRolloutsDone: the rl strategy ran every rollout it was asked for.
+enum class StopReason { kConverged, kExhausted, kBudget, kTimeLimit, kMemoryLimit, kRolloutsDone };
 std::string_view stop_reason_name(StopReason r);
 
 struct Report {
