@@ -60,7 +60,7 @@ int run(int argc, char** argv) {
                     "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)");
   c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, not just the default set");
+  c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
       ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
   c_opt->add_option("--cost-model", opt.cost_model,
@@ -98,7 +98,7 @@ int run(int argc, char** argv) {
   c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->capture_default_str();
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer, not just the default set");
+  c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
   c_train->add_option("--cost-model", train.cost_model, kCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_train->add_flag("--deterministic", train.deterministic, "Force the analytic cost model (exactly reproducible)");
@@ -128,7 +128,7 @@ int run(int argc, char** argv) {
   c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->capture_default_str();
   c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
   c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer, not just the default set");
+  c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
   c_wm->add_option("--cost-model", wmo.cost_model, kCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_wm->add_flag("--deterministic", wmo.deterministic, "Force the analytic cost model (exactly reproducible)");
@@ -172,6 +172,10 @@ int run(int argc, char** argv) {
   c_rverify->add_flag("--prove", rules.prove, "Then prove each passing rule with Z3 (status: proved, or numerically verified only)");
   c_rverify->add_option("--timeout", rules.prove_timeout, "Seconds per rule for --prove")->capture_default_str();
   c_rverify->add_option("--dump-smt2", rules.dump_smt2, "With --prove: write each rule's SMT-LIB query into this directory");
+  c_rverify->add_option("--jobs", rules.jobs, "Rules checked in parallel (one Z3 context each)")->capture_default_str()->check(CLI::Range(1, 256));
+  c_rverify->add_option("--sample", rules.sample, "Only N rules drawn at random (with --seed) from those selected; 0: all")
+      ->capture_default_str();
+  c_rverify->add_option("--seed", rules.seed, "Seed for --sample")->capture_default_str();
   c_rverify->add_flag("--json", g.json, "Print one JSON document");
 
   auto* c_rbench = c_rules->add_subcommand("bench", "Match time, applications per second and a random-chain semantic check on models");

@@ -1,6 +1,10 @@
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <optional>
+#include <thread>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -30,20 +34,45 @@ Expected<rules::RuleLibrary> load(const RulesOptions& o, std::string* path) {
 
 }  // namespace
 
+namespace {
+
+// A proof's failure reason without its rule-specific details (names of outputs, numbers), so that
+// the summary can count rules by reason.
+std::string proof_reason_kind(const rules::Rule& r) {
+  if (r.proof_outcome == "timeout") return "timeout";
+  std::string why = r.proof_reason.empty() ? r.proof_outcome : r.proof_reason;
+  // "output s2 -> t2: <reason>" -> "<reason>"
+  if (why.rfind("output ", 0) == 0) {
+    auto colon = why.find(": ");
+    if (colon != std::string::npos) why = why.substr(colon + 2);
+  }
+  if (why.size() > 100) why = why.substr(0, 100) + "...";
+  return r.proof_outcome + ": " + why;
+}
+
+}  // namespace
+
 int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
   std::string path;
   auto lib = load(o, &path);
   if (!lib) return report_error(g, lib.error());
-  std::map<std::string, int> by_status, by_provenance;
+  std::map<std::string, int> by_status, by_provenance, by_proof, default_by_proof, reasons;
   int in_default = 0;
   json rows = json::array();
   for (const auto& r : lib->rules) {
     by_status[std::string(rules::status_name(r.status))]++;
     by_provenance[r.provenance]++;
     in_default += r.in_default_set;
+    const std::string outcome = r.status == rules::VerifyStatus::kRefuted ? "refuted"
+                                : r.proof_outcome.empty()                 ? "never attempted"
+                                                                          : r.proof_outcome;
+    by_proof[outcome]++;
+    if (r.in_default_set) default_by_proof[outcome]++;
+    if (!r.proof_outcome.empty() && r.proof_outcome != "proved") reasons[proof_reason_kind(r)]++;
     rows.push_back({{"name", r.name}, {"source_ops", r.source.nodes.size()}, {"target_ops", r.target.nodes.size()},
                     {"provenance", r.provenance}, {"status", rules::status_name(r.status)}, {"default", r.in_default_set},
-                    {"root", ir::op_name(r.root_kind())}, {"conditional", !r.conditions.empty()}});
+                    {"root", ir::op_name(r.root_kind())}, {"conditional", !r.conditions.empty()},
+                    {"proof", r.proof_outcome.empty() ? json(nullptr) : json{{"outcome", r.proof_outcome}, {"reason", r.proof_reason}}}});
   }
   if (g.json) {
     json gen = nullptr;
@@ -53,16 +82,18 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
       gen = {{"depth", lib->generator.depth}, {"seconds", lib->generator.seconds}, {"command", lib->generator.command}, {"totals", totals}};
     }
     std::cout << json{{"file", path}, {"rules", o.summary ? json::array() : rows}, {"total", lib->rules.size()},
-                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"generator", gen}}
+                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"generator", gen},
+                      {"by_proof", by_proof}, {"default_set_by_proof", default_by_proof}, {"unproved_reasons", reasons}}
                      .dump(2)
               << std::endl;
     return kOk;
   }
   if (!o.summary) {
-    std::printf("%-32s %6s %6s  %-13s %-26s %s\n", "rule", "source", "target", "provenance", "status", "default");
+    std::printf("%-32s %6s %6s  %-13s %-26s %-7s %s\n", "rule", "source", "target", "provenance", "status", "default", "proof");
     for (const auto& r : lib->rules)
-      std::printf("%-32s %6zu %6zu  %-13s %-26s %s\n", r.name.c_str(), r.source.nodes.size(), r.target.nodes.size(),
-                  r.provenance.c_str(), std::string(rules::status_name(r.status)).c_str(), r.in_default_set ? "yes" : "no");
+      std::printf("%-32s %6zu %6zu  %-13s %-26s %-7s %s%s%s\n", r.name.c_str(), r.source.nodes.size(), r.target.nodes.size(),
+                  r.provenance.c_str(), std::string(rules::status_name(r.status)).c_str(), r.in_default_set ? "yes" : "no",
+                  r.proof_outcome.empty() ? "-" : r.proof_outcome.c_str(), r.proof_reason.empty() ? "" : ": ", r.proof_reason.c_str());
   }
   std::printf("%s: %zu rules (", path.c_str(), lib->rules.size());
   bool first = true;
@@ -71,6 +102,21 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
   first = true;
   for (const auto& [k, v] : by_status) std::printf("%s%d %s", first ? "" : ", ", v, k.c_str()), first = false;
   std::printf("; %d in the default set\n", in_default);
+  auto print_counts = [](const char* label, const std::map<std::string, int>& m) {
+    std::printf("%s", label);
+    bool first = true;
+    for (const auto& [k, v] : m) std::printf("%s%d %s", first ? " " : ", ", v, k.c_str()), first = false;
+    std::printf("\n");
+  };
+  print_counts("proofs (rules verify --prove --write):", by_proof);
+  print_counts("proofs in the default set:", default_by_proof);
+  if (!reasons.empty()) {
+    std::vector<std::pair<int, std::string>> top;
+    for (const auto& [k, v] : reasons) top.emplace_back(v, k);
+    std::sort(top.rbegin(), top.rend());
+    std::printf("why the others are not proved:\n");
+    for (const auto& [v, k] : top) std::printf("  %6d  %s\n", v, k.c_str());
+  }
   if (!lib->generator.empty()) {
     std::printf("generator (depth %d, %.0f s%s%s):\n", lib->generator.depth, lib->generator.seconds,
                 lib->generator.command.empty() ? "" : ", ", lib->generator.command.c_str());
@@ -84,33 +130,66 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   auto lib = load(o, &path);
   if (!lib) return report_error(g, lib.error());
   const auto t0 = std::chrono::steady_clock::now();
-  int passed = 0, failed = 0, proved = 0, conflicts = 0;
-  double prove_secs = 0;
-  json rows = json::array();
   rules::ProofOptions po;
   po.timeout_s = o.prove_timeout;
   po.dump_smt2 = o.dump_smt2;
   if (o.prove && !o.dump_smt2.empty()) std::filesystem::create_directories(o.dump_smt2);
-  for (auto& r : lib->rules) {
-    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), r.name) == o.only.end()) continue;
-    auto rc = rules::verify_numerically(r);
+  // The rules to check: --rule names, else all; --sample N of them drawn with --seed.
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < lib->rules.size(); ++i)
+    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), lib->rules[i].name) != o.only.end()) todo.push_back(i);
+  if (o.sample > 0 && static_cast<size_t>(o.sample) < todo.size()) {
+    std::mt19937_64 rng(o.seed);
+    std::shuffle(todo.begin(), todo.end(), rng);
+    todo.resize(static_cast<size_t>(o.sample));
+    std::sort(todo.begin(), todo.end());
+  }
+  struct Checked {
+    rules::RuleCheck numeric;
+    std::optional<rules::ProofResult> proof;
+  };
+  std::vector<Checked> done(todo.size());
+  // Workers take rules in order; each rule's numeric check and proof are independent (one Z3
+  // context per proof), and results are reported in library order afterwards.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < todo.size();) {
+      const auto& r = lib->rules[todo[k]];
+      done[k].numeric = rules::verify_numerically(r);
+      if (o.prove) done[k].proof = rules::prove_rule(r, po);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 1; j < std::min<int>(o.jobs, static_cast<int>(todo.size())); ++j) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
+  int passed = 0, failed = 0, proved = 0, conflicts = 0;
+  double prove_secs = 0;
+  std::map<std::string, int> outcomes;
+  json rows = json::array();
+  for (size_t k = 0; k < todo.size(); ++k) {
+    auto& r = lib->rules[todo[k]];
+    const auto& rc = done[k].numeric;
     double worst = 0;
     for (const auto& i : rc.instances) worst = std::max(worst, i.max_abs_diff);
     json row{{"rule", r.name}, {"ok", rc.ok}, {"instances", rc.instances.size()}, {"max_abs_diff", worst}, {"message", rc.message}};
     std::string proof_text;
-    if (o.prove) {
+    if (const auto& pr = done[k].proof) {
       // Proved rules whose numeric check fails point at an unsound axiom (or an executor bug):
       // they stay refuted and are reported as conflicts.
-      auto pr = rules::prove_rule(r, po);
-      prove_secs += pr.seconds;
-      r.status = rules::combined_status(rc.ok, &pr);
+      prove_secs += pr->seconds;
+      r.status = rules::combined_status(rc.ok, &*pr);
+      r.proof_outcome = std::string(rules::outcome_name(pr->outcome));
+      r.proof_reason = pr->proved() ? "" : pr->message;
+      outcomes[r.proof_outcome]++;
       proved += r.status == rules::VerifyStatus::kProved;
-      conflicts += !rc.ok && pr.proved();
-      row["proof"] = {{"outcome", rules::outcome_name(pr.outcome)}, {"seconds", pr.seconds}, {"message", pr.message}, {"notes", pr.notes}};
+      conflicts += !rc.ok && pr->proved();
+      row["proof"] = {{"outcome", rules::outcome_name(pr->outcome)}, {"seconds", pr->seconds}, {"message", pr->message}, {"notes", pr->notes}};
       char buf[64];
-      std::snprintf(buf, sizeof buf, " (%.2fs)", pr.seconds);
-      proof_text = ", " + std::string(!rc.ok && pr.proved() ? "CONFLICT: proved" : rules::outcome_name(pr.outcome)) + buf +
-                   (pr.message.empty() ? "" : ": " + pr.message);
+      std::snprintf(buf, sizeof buf, " (%.2fs)", pr->seconds);
+      proof_text = ", " + std::string(!rc.ok && pr->proved() ? "CONFLICT: proved" : rules::outcome_name(pr->outcome)) + buf +
+                   (pr->message.empty() ? "" : ": " + pr->message);
     } else if (rc.ok) {
       if (r.status == rules::VerifyStatus::kUnverified || r.status == rules::VerifyStatus::kRefuted) r.status = rules::VerifyStatus::kNumeric;
     } else {
@@ -130,16 +209,22 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   }
   const int total = passed + failed;
   if (g.json) {
-    json doc{{"file", path}, {"passed", passed}, {"failed", failed}, {"seconds", secs}, {"rules", rows}};
-    if (o.prove) doc.update({{"proved", proved}, {"numeric_only", passed - proved}, {"refuted", failed}, {"conflicts", conflicts}, {"prove_seconds", prove_secs}});
+    json doc{{"file", path}, {"passed", passed}, {"failed", failed}, {"seconds", secs}, {"jobs", o.jobs}, {"rules", rows}};
+    if (o.prove)
+      doc.update({{"proved", proved}, {"numeric_only", passed - proved}, {"refuted", failed}, {"conflicts", conflicts},
+                  {"prove_seconds", prove_secs}, {"outcomes", outcomes}});
     std::cout << doc.dump(2) << std::endl;
   } else if (o.prove) {
-    std::printf("%d rules: %d proved, %d numerically verified only, %d refuted%s (%.1fs, %.1fs proving)\n", total, proved, passed - proved, failed,
-                conflicts ? (", " + std::to_string(conflicts) + " proved but numerically refuted").c_str() : "", secs, prove_secs);
+    std::printf("%d rules: %d proved, %d numerically verified only, %d refuted%s (%.1fs wall with %d jobs, %.1fs proving)\n", total, proved,
+                passed - proved, failed,
+                conflicts ? (", " + std::to_string(conflicts) + " proved but numerically refuted").c_str() : "", secs, o.jobs, prove_secs);
+    std::printf("proof outcomes:");
+    for (const auto& [k, v] : outcomes) std::printf(" %s %d", k.c_str(), v);
+    std::printf("\n");
   } else {
     std::printf("%d passed, %d failed (%.1fs)\n", passed, failed, secs);
   }
-  return failed == 0 ? kOk : kVerificationFailed;
+  return failed == 0 && conflicts == 0 ? kOk : kVerificationFailed;
 }
 
 int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {

@@ -68,7 +68,8 @@ Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::s
 std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules) {
   std::vector<const rules::Rule*> out;
   for (const auto& r : lib.rules)
-    if (r.status != rules::VerifyStatus::kRefuted && r.status != rules::VerifyStatus::kUnverified && (all_rules || r.in_default_set))
+    if (all_rules ? (r.status == rules::VerifyStatus::kNumeric || r.status == rules::VerifyStatus::kProved)
+                  : (r.in_default_set && r.status == rules::VerifyStatus::kProved))
       out.push_back(&r);
   return out;
 }

@@ -111,6 +111,8 @@ struct RulesOptions {
   bool prove = false;             // verify: also prove each numerically passing rule with Z3
   double prove_timeout = 10.0;    // verify --prove: seconds per rule
   std::string dump_smt2;          // verify --prove: write each rule's SMT-LIB query into this directory
+  int jobs = 1;                   // verify: rules checked in parallel
+  int sample = 0;                 // verify: only this many rules, drawn with `seed` (0: all)
   std::vector<std::string> models;  // bench
   int applications = 1000;          // bench: random-chain applications per model
   int repeats = 5;                  // bench: timing repetitions
@@ -163,7 +165,8 @@ std::string version_string();
 // Imports an ONNX model with --input-shape specs, folding with `ex`.
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
                                onnxio::ImportStats* stats = nullptr);
-// The verified rules of a library: its default set, or all of them.
+// The rules a search may use: the default set's proved rules, or (all_rules) every rule that is
+// proved or numerically verified. Refuted and unverified rules never.
 std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules);
 
 // "name:1,3,224,224" -> {name, shape}; several allowed.

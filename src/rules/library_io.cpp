@@ -137,6 +137,12 @@ Expected<Rule> parse_rule(const json& j) {
   auto status = status_from_name(j.value("status", "unverified"));
   if (!status) return Error::bad_input("rule '" + r.name + "': unknown status '" + j.value("status", "") + "'");
   r.status = *status;
+  if (j.contains("proof")) {
+    const auto& jp = j.at("proof");
+    if (!jp.is_object()) return Error::bad_input("rule '" + r.name + "': \"proof\" is {\"outcome\": ..., \"reason\": ...}");
+    r.proof_outcome = jp.value("outcome", "");
+    r.proof_reason = jp.value("reason", "");
+  }
   auto src = parse_pattern(j.value("source", json::array()), false);
   if (!src) return ctx(src.error());
   r.source = std::move(*src);
@@ -188,6 +194,10 @@ Expected<Rule> parse_rule(const json& j) {
 json dump_rule(const Rule& r) {
   json j{{"name", r.name}, {"provenance", r.provenance}, {"status", status_name(r.status)}, {"default", r.in_default_set}};
   if (!r.description.empty()) j["description"] = r.description;
+  if (!r.proof_outcome.empty()) {
+    j["proof"] = {{"outcome", r.proof_outcome}};
+    if (!r.proof_reason.empty()) j["proof"]["reason"] = r.proof_reason;
+  }
   if (!r.vars.empty()) {
     json v = json::object();
     for (const auto& [k, spec] : r.vars) {

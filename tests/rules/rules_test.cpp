@@ -60,6 +60,20 @@ TEST(RuleLibrary, RoundTripsThroughJson) {
   EXPECT_EQ(rules::dump_library(*again), rules::dump_library(library()));
 }
 
+TEST(RuleLibrary, ProofOutcomeAndReasonRoundTrip) {
+  auto lib = library();
+  ASSERT_GE(lib.rules.size(), 2u);
+  lib.rules[0].proof_outcome = "timeout";
+  lib.rules[0].proof_reason = "output y -> t: timed out";
+  lib.rules[1].proof_outcome = "proved";
+  auto again = rules::parse_library(rules::dump_library(lib), "dump");
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->rules[0].proof_outcome, "timeout");
+  EXPECT_EQ(again->rules[0].proof_reason, "output y -> t: timed out");
+  EXPECT_EQ(again->rules[1].proof_outcome, "proved");
+  EXPECT_TRUE(again->rules[1].proof_reason.empty());
+}
+
 TEST(RuleLibrary, RejectsTargetVariableTheSourceNeverBinds) {
   const char* text = R"({"format": "rlflow-rules", "version": 1, "rules": [
     {"name": "bad_rule", "source": [{"id": "r", "op": "Relu", "inputs": ["x"]}],

@@ -62,6 +62,9 @@ struct Rule {
   std::vector<Instance> instances;
   VerifyStatus status = VerifyStatus::kUnverified;
   bool in_default_set = true;
+  // The last proof attempt recorded by `rules verify --prove --write`: the outcome ("proved", "not
+  // proved", "timeout", "error"; empty when never attempted) and, unless proved, the solver's reason.
+  std::string proof_outcome, proof_reason;
 
   // Root op kind: the kind of the last source node (rules are indexed by it).
   ir::OpKind root_kind() const { return source.nodes.back().kind; }
