@@ -135,32 +135,32 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   po.dump_smt2 = o.dump_smt2;
   if (o.prove && !o.dump_smt2.empty()) std::filesystem::create_directories(o.dump_smt2);
   // The rules to check: --rule names, else all; --sample N of them drawn with --seed.
-  std::vector<size_t> todo;
+  std::vector<size_t> chosen;
   for (size_t i = 0; i < lib->rules.size(); ++i)
-    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), lib->rules[i].name) != o.only.end()) todo.push_back(i);
-  if (o.sample > 0 && static_cast<size_t>(o.sample) < todo.size()) {
+    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), lib->rules[i].name) != o.only.end()) chosen.push_back(i);
+  if (o.sample > 0 && static_cast<size_t>(o.sample) < chosen.size()) {
     std::mt19937_64 rng(o.seed);
-    std::shuffle(todo.begin(), todo.end(), rng);
-    todo.resize(static_cast<size_t>(o.sample));
-    std::sort(todo.begin(), todo.end());
+    std::shuffle(chosen.begin(), chosen.end(), rng);
+    chosen.resize(static_cast<size_t>(o.sample));
+    std::sort(chosen.begin(), chosen.end());
   }
   struct Checked {
     rules::RuleCheck numeric;
     std::optional<rules::ProofResult> proof;
   };
-  std::vector<Checked> done(todo.size());
+  std::vector<Checked> done(chosen.size());
   // Workers take rules in order; each rule's numeric check and proof are independent (one Z3
   // context per proof), and results are reported in library order afterwards.
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < todo.size();) {
-      const auto& r = lib->rules[todo[k]];
+    for (size_t k; (k = next.fetch_add(1)) < chosen.size();) {
+      const auto& r = lib->rules[chosen[k]];
       done[k].numeric = rules::verify_numerically(r);
       if (o.prove) done[k].proof = rules::prove_rule(r, po);
     }
   };
   std::vector<std::thread> pool;
-  for (int j = 1; j < std::min<int>(o.jobs, static_cast<int>(todo.size())); ++j) pool.emplace_back(work);
+  for (int j = 1; j < std::min<int>(o.jobs, static_cast<int>(chosen.size())); ++j) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
 
@@ -168,8 +168,8 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   double prove_secs = 0;
   std::map<std::string, int> outcomes;
   json rows = json::array();
-  for (size_t k = 0; k < todo.size(); ++k) {
-    auto& r = lib->rules[todo[k]];
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    auto& r = lib->rules[chosen[k]];
     const auto& rc = done[k].numeric;
     double worst = 0;
     for (const auto& i : rc.instances) worst = std::max(worst, i.max_abs_diff);
