@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from rlflow_json import split_passthrough  # noqa: E402
 ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "vit_b_16", "bert_base"]
 GNU_TIME = "/usr/bin/time"
 
@@ -88,10 +90,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str]) -> int:
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+    argv, extra = split_passthrough(argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="*", default=None, help="zoo names or .onnx paths (default: the zoo models in models/)")
     ap.add_argument("--strategy", default="taso", choices=["taso", "greedy", "exhaustive"])

@@ -363,10 +363,7 @@ def render_markdown(records: List[dict], meta: Optional[dict] = None) -> str:
 # --------------------------------------------------------------------------- main
 
 def main(argv: List[str]) -> int:
-    rlflow_args: List[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, rlflow_args = argv[:i], argv[i + 1:]
+    argv, rlflow_args = rlflow_json.split_passthrough(argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=None,
                     help="zoo names or .onnx paths (default: every exported zoo model)")

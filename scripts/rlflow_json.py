@@ -43,3 +43,11 @@ def fresh(*paths: Path) -> None:
     for p in paths:
         if p.exists():
             p.unlink()
+
+
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the script's own arguments, the ones after `--` that go to rlflow)."""
+    if "--" not in argv:
+        return argv, []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "rlflow/cost/memo.h"
@@ -41,7 +42,13 @@ struct GraphEnv::Impl {
   Observation obs;
   double step_seconds = 0;
   int64_t step_count = 0;
-  std::unordered_set<uint64_t> seen;  // structural hashes of every graph visited, across episodes
+  std::unordered_set<uint64_t> seen;  // with cfg.count_distinct_graphs: hashes of every graph visited
+  // The index of `current` that observe() matched on; step() applies the chosen match with it.
+  std::optional<rules::GraphIndex> index;
+
+  void saw_current() {
+    if (cfg.count_distinct_graphs) seen.insert(current.hash());
+  }
 
   Impl(ir::Graph g, std::vector<const rules::Rule*> r, cost::CostModel& m, EnvConfig c)
       : initial(std::move(g)), rules(std::move(r)), coster(m), cfg(std::move(c)) {}
@@ -49,6 +56,7 @@ struct GraphEnv::Impl {
   // Costs the current graph and finds every rule's matches once: they serve both the masks and
   // the step that follows.
   Status observe() {
+    index.reset();  // `current` changed: the old index is stale until rebuilt below
     std::vector<double> per_node;
     auto c = coster.node_costs(current, per_node);
     if (!c) return c.error();
@@ -58,11 +66,11 @@ struct GraphEnv::Impl {
     o.xfer_mask.assign(N + 1, 0);
     o.locations.resize(N);
     o.location_valid.resize(N);
-    rules::GraphIndex index(current);
+    index.emplace(current);
     rules::MatchOptions mo;
     mo.max_matches = cfg.max_locations;
     for (size_t x = 0; x < N; ++x) {
-      o.locations[x] = rules::find_matches(index, *rules[x], mo);
+      o.locations[x] = rules::find_matches(*index, *rules[x], mo);
       o.location_valid[x].assign(o.locations[x].size(), 1);
       o.xfer_mask[x] = o.locations[x].empty() ? 0 : 1;
     }
@@ -109,7 +117,7 @@ Expected<Observation> GraphEnv::reset() {
   s.best = s.current;
   s.best_cost = s.cost;
   s.started = true;
-  s.seen.insert(s.current.hash());
+  s.saw_current();
   return s.obs;
 }
 
@@ -129,13 +137,14 @@ Expected<Step> GraphEnv::step(const Action& a) {
   } else {
     const auto& m = s.obs.locations[static_cast<size_t>(a.xfer)][static_cast<size_t>(a.location)];
     rules::Rejection why = rules::Rejection::kNone;
-    auto next = rules::apply(rules::GraphIndex(s.current), *s.rules[static_cast<size_t>(a.xfer)], m, &why);
+    if (!s.index) return Error::internal("step after a failed observation");
+    auto next = rules::apply(*s.index, *s.rules[static_cast<size_t>(a.xfer)], m, &why);
     ++s.t;
     if (!next) {
       // A match the matcher accepted but apply() refused (a cycle, a shape conflict): the state
       // stays, and that location is masked from now on.
       out.info.rejected = true;
-      out.info.rejection = std::string(rules::rejection_name(why));
+      out.info.rejection = why;
       auto& v = s.obs.location_valid[static_cast<size_t>(a.xfer)];
       v[static_cast<size_t>(a.location)] = 0;
       bool any = false;
@@ -143,7 +152,7 @@ Expected<Step> GraphEnv::step(const Action& a) {
       s.obs.xfer_mask[static_cast<size_t>(a.xfer)] = any ? 1 : 0;
     } else {
       s.current = std::move(*next);
-      s.seen.insert(s.current.hash());
+      s.saw_current();
       s.steps.push_back(m);
       out.info.rule = m.rule;
       if (auto st = s.observe(); !st.ok()) return st.error();

@@ -14,6 +14,7 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   torch::set_num_threads(torch_threads_);
   EnvConfig ec = env_;
+  ec.count_distinct_graphs = true;  // for report.unique_graphs
   ec.max_locations = std::min(ec.max_locations, limits.max_locations);
   GraphEnv env(g, rules_, model_, ec);
   std::mt19937_64 rng(o_.seed);
@@ -68,8 +69,7 @@ class RlOptimizer : public RolloutOptimizer {
       ++report.expanded;
       if (st->info.rejected) {
         ++report.rejected;
-        for (size_t i = 1; i < rules::kNumRejections; ++i)
-          if (rules::rejection_name(static_cast<rules::Rejection>(i)) == st->info.rejection) ++report.rejections[i];
+        ++report.rejections[static_cast<size_t>(st->info.rejection)];
       }
       else if (!st->info.rule.empty()) ++report.generated;
       if (st->done) return {};

@@ -22,13 +22,16 @@ struct EnvConfig {
   // dense: 100 * (cost(t-1) - cost(t)) / cost(0) every step; final: the whole improvement at the end.
   std::string reward = "dense";
   double reward_scale = 100.0;
+  // Not a training setting (never read from or written to a config): hash every visited graph so that
+  // distinct_graphs() counts them. The rl search strategy turns it on for its report.
+  bool count_distinct_graphs = false;
 };
 
 struct StepInfo {
   double cost = 0, initial_cost = 0, best_cost = 0;
   double improvement = 0;       // (initial - cost) / initial, reported every step
   bool rejected = false;        // apply() refused the chosen match; the state did not change
-  std::string rejection;        // why (rules::rejection_name), when rejected
+  rules::Rejection rejection = rules::Rejection::kNone;  // why, when rejected
   std::string rule;             // the applied rule ("" for NO-OP)
   double seconds = 0;           // wall time of this step (apply, match, cost, featurise)
 };
@@ -68,7 +71,7 @@ class GraphEnv : public Environment {
   const std::vector<rules::Match>& best_steps() const;  // the prefix that reaches best_graph()
   double total_step_seconds() const;
   int64_t total_steps() const;
-  int64_t distinct_graphs() const;  // distinct graphs (structural hash) visited since construction
+  int64_t distinct_graphs() const;  // distinct graphs visited since construction (count_distinct_graphs; else 0)
 
  private:
   struct Impl;
