@@ -27,9 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import check_ort  # noqa: E402
-from rlflow_json import rlflow  # noqa: E402
+from rlflow_json import ZOO, rlflow  # noqa: E402
 
-ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "vit_b_16", "bert_base"]
 
 
 def recorded_ms(binary: str, model: str) -> float | None:

@@ -27,8 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from rlflow_json import split_passthrough  # noqa: E402
-ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "vit_b_16", "bert_base"]
+from rlflow_json import ZOO, split_passthrough  # noqa: E402
 GNU_TIME = "/usr/bin/time"
 
 

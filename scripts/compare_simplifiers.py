@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import check_ort  # noqa: E402
 import rlflow_json  # noqa: E402
 
-ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "vit_b_16", "bert_base"]
+ZOO = rlflow_json.ZOO
 TOOLS = ["onnxsim", "onnxslim", "rlflow"]  # the files after the original, in bench order
 ATOL, RTOL = 1e-4, 1e-3
 TWO_GB = 2**31

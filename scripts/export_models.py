@@ -121,6 +121,70 @@ def build_bert_base():
     return _bert_classes()()
 
 
+# ------------------------------------------------------- standard transformer exports
+
+
+def build_transformer_encoder():
+    """torch.nn.TransformerEncoder as users export it: post-norm layers with the packed
+    in-projection of nn.MultiheadAttention, GELU feed-forward, exported at opset 13, so
+    LayerNorm and GELU appear decomposed into elementwise ops."""
+    from torch import nn
+
+    layer = nn.TransformerEncoderLayer(
+        d_model=512, nhead=8, dim_feedforward=2048, dropout=0.1, activation="gelu", batch_first=True, norm_first=False
+    )
+    return nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+
+
+def build_gpt_block():
+    """A GPT-2-style decoder: pre-norm blocks, one packed Q/K/V projection split three ways,
+    a causal mask, tanh-approximated GELU, 4 blocks of width 768 over 128 tokens."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, seq: int, hidden: int, heads: int):
+            super().__init__()
+            self.seq, self.hidden, self.heads, self.head_dim = seq, hidden, heads, hidden // heads
+            self.ln1 = nn.LayerNorm(hidden)
+            self.qkv = nn.Linear(hidden, 3 * hidden)
+            self.proj = nn.Linear(hidden, hidden)
+            self.ln2 = nn.LayerNorm(hidden)
+            self.fc = nn.Linear(hidden, 4 * hidden)
+            self.act = nn.GELU(approximate="tanh")
+            self.out = nn.Linear(4 * hidden, hidden)
+            mask = torch.full((seq, seq), float("-inf")).triu(1)
+            self.register_buffer("mask", mask.reshape(1, 1, seq, seq))
+
+        def _heads(self, t):
+            return t.reshape(1, self.seq, self.heads, self.head_dim).permute(0, 2, 1, 3)
+
+        def forward(self, x):
+            q, k, v = self.qkv(self.ln1(x)).split(self.hidden, dim=2)
+            q, k, v = self._heads(q), self._heads(k), self._heads(v)
+            att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim) + self.mask
+            ctx = torch.matmul(torch.softmax(att, dim=-1), v).permute(0, 2, 1, 3).reshape(1, self.seq, self.hidden)
+            x = x + self.proj(ctx)
+            return x + self.out(self.act(self.fc(self.ln2(x))))
+
+    class Gpt(nn.Module):
+        def __init__(self, layers=4, seq=128, hidden=768, heads=12):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block(seq, hidden, heads) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(hidden)
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.normal_(m.weight, std=0.02)
+                    nn.init.normal_(m.bias, std=0.02)
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.ln_f(x)
+
+    return Gpt()
+
+
 # --------------------------------------------------------------------- torchvision
 
 
@@ -145,6 +209,8 @@ ZOO: Dict[str, ZooEntry] = {
     "squeezenet1_1": ZooEntry(_tv("squeezenet1_1"), "input", (1, 3, 224, 224), 13),
     "vit_b_16": ZooEntry(_tv("vit_b_16"), "input", (1, 3, 224, 224), 17),
     "bert_base": ZooEntry(build_bert_base, "hidden_states", (1, 128, 768), 17),
+    "transformer_encoder": ZooEntry(build_transformer_encoder, "src", (1, 128, 512), 13),
+    "gpt_block": ZooEntry(build_gpt_block, "hidden_states", (1, 128, 768), 13),
 }
 
 

@@ -61,6 +61,8 @@ int run(int argc, char** argv) {
   c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
+  c_opt->add_flag("--composites,!--no-composites", opt.composites,
+                  "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
       ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
   c_opt->add_option("--cost-model", opt.cost_model,

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/factory.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/rl/agent.h"
 #include "rlflow/rl/world_model.h"
 #include "rlflow/rules/library_io.h"
@@ -35,7 +36,8 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
   for (const auto& path : o.models) {
     auto graph = load_model(path, o.input_shapes, ex);
     if (!graph) return graph.error();
-    l.models.push_back({path, std::move(*graph)});
+    // The agent trains on the graphs `optimise` searches: composite chains already fused.
+    l.models.push_back({path, ir::recognise_composites(*graph)});
   }
   const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
   auto lib = rules::load_library(rules_path);

@@ -43,6 +43,7 @@ struct OptimiseOptions {
   int64_t memory_mb = 256;  // stored search graphs; beyond it they are released and replayed when needed
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
+  bool composites = true;   // fuse decomposed GELU / LayerNorm chains before searching
   // cost and target
   std::string target = "ort";       // where the model will run: ort (onnxruntime CPU), h100, gpu
   std::string cost_model = "auto";  // auto: the target's (ort -> ort, h100 -> recorded, gpu -> cudnn)

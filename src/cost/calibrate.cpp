@@ -238,6 +238,7 @@ Expected<std::vector<std::pair<std::string, OpSignature>>> calibration_ops(int b
   add("Relu 64x112x112", OpKind::kRelu, {}, {{{B, 64, 112, 112}}});
   add("Relu 512x7x7", OpKind::kRelu, {}, {{{B, 512, 7, 7}}});
   add("Erf 128x3072", OpKind::kErf, {}, {{{B, 128, 3072}}});
+  add("Gelu 128x3072", OpKind::kGelu, ir::GeluParams{}, {{{B, 128, 3072}}});
   add("Sigmoid 128x768", OpKind::kSigmoid, {}, {{{B, 128, 768}}});
   add("Tanh 128x768", OpKind::kTanh, {}, {{{B, 128, 768}}});
   add("Sqrt 128x1", OpKind::kSqrt, {}, {{{B, 128, 1}}});

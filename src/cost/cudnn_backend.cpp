@@ -103,6 +103,12 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
     case OpKind::kPow: d.kind = Kind::kPow; break;
     case OpKind::kSqrt: d.kind = Kind::kSqrt; break;
     case OpKind::kErf: d.kind = Kind::kErf; break;
+    case OpKind::kGelu: {
+      const auto* p = std::get_if<ir::GeluParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = p->tanh ? Kind::kGeluTanh : Kind::kGelu;
+      break;
+    }
     case OpKind::kClip: {
       const auto* p = std::get_if<ir::ClipParams>(&s.params);
       RLFLOW_TRY_STATUS(need(p));

@@ -47,6 +47,7 @@ OpWork op_work(const OpSignature& s) {
       w.compute = is_pointwise_conv(s) ? ComputeClass::kMatMul : ComputeClass::kConv;
       break;
     case OpKind::kErf:
+    case OpKind::kGelu:
     case OpKind::kTanh:
     case OpKind::kSigmoid:
     case OpKind::kPow:

@@ -199,6 +199,7 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
     case OpKind::kSigmoid: return one(at::sigmoid(in[0]));
     case OpKind::kTanh: return one(at::tanh(in[0]));
     case OpKind::kErf: return one(at::erf(in[0]));
+    case OpKind::kGelu: return one(at::gelu(in[0], std::get<ir::GeluParams>(n.params).tanh ? "tanh" : "none"));
     case OpKind::kClip: {
       const auto& p = std::get<ir::ClipParams>(n.params);
       c10::optional<at::Scalar> lo, hi;

@@ -48,6 +48,8 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
     case OpKind::kGlobalAveragePool:
     case OpKind::kReduceMean:
       return inputs.empty() ? 0 : static_cast<double>(inputs[0].numel());
+    case OpKind::kGelu:  // erf or tanh, a multiply-add, two multiplies
+      return 4.0 * out;
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:

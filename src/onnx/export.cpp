@@ -197,6 +197,34 @@ Status Exporter::emit(NodeId id) {
     case OpKind::kSigmoid: plain("Sigmoid"); return {};
     case OpKind::kTanh: plain("Tanh"); return {};
     case OpKind::kErf: plain("Erf"); return {};
+    case OpKind::kGelu: {
+      const bool tanh = std::get<ir::GeluParams>(n.params).tanh;
+      if (opset_ >= 20) {
+        auto* c = plain("Gelu");
+        if (tanh) set_string(c, "approximate", "tanh");
+        return {};
+      }
+      // Older opsets: the decomposed form PyTorch's exporter writes, which runtimes fuse back.
+      Node anon;
+      const auto dt = n.outputs[0].dtype;
+      const std::string t = fresh(out + "_arg"), phi = fresh(out + "_phi"), s = fresh(out + "_onephi"), xs = fresh(out + "_xs");
+      if (tanh) {
+        const std::string x2 = fresh(out + "_x2"), x3 = fresh(out + "_x3"), k = fresh(out + "_cubic"), inner = fresh(out + "_inner");
+        add_node("Mul", anon, {ins[0], ins[0]}, {x2});
+        add_node("Mul", anon, {x2, ins[0]}, {x3});
+        add_node("Mul", anon, {x3, scalar_like(0.044715, dt, out + "_kappa")}, {k});
+        add_node("Add", anon, {ins[0], k}, {inner});
+        add_node("Mul", anon, {inner, scalar_like(0.7978845608028654, dt, out + "_beta")}, {t});
+        add_node("Tanh", anon, {t}, {phi});
+      } else {
+        add_node("Div", anon, {ins[0], scalar_like(1.4142135623730951, dt, out + "_sqrt2")}, {t});
+        add_node("Erf", anon, {t}, {phi});
+      }
+      add_node("Add", anon, {phi, scalar_like(1.0, dt, out + "_one")}, {s});
+      add_node("Mul", anon, {ins[0], s}, {xs});
+      add_node("Mul", anon, {xs, scalar_like(0.5, dt, out + "_half")}, {out});
+      return {};
+    }
     case OpKind::kGlobalAveragePool: plain("GlobalAveragePool"); return {};
     case OpKind::kConv: {
       const auto& p = std::get<ir::ConvParams>(n.params);

@@ -490,6 +490,13 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, it->second, ins, {}));
   }
+  if (op == "Gelu") {
+    const std::string approx = attr_string(n, "approximate", "none");
+    if (approx != "none" && approx != "tanh") return bad_node(n, "unknown approximate='" + approx + "'");
+    if (n.input_size() != 1) return bad_node(n, "wrong number of inputs");
+    RLFLOW_TRY_STATUS(take(0));
+    return done(emit(n, OpKind::kGelu, ins, ir::GeluParams{approx == "tanh"}));
+  }
   if (op == "Identity") {
     auto s = alias(n, n.input(0));
     if (!s.ok()) return s.error();

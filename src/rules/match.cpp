@@ -21,7 +21,7 @@ std::string Match::str() const {
   return os.str();
 }
 
-namespace {
+namespace detail {
 
 struct Ref {
   int node = -1;  // pattern node index, or -1 for a tensor variable
@@ -46,15 +46,25 @@ struct State {
   std::vector<std::vector<std::pair<int, ValueRef>>> pending;  // per pattern node: (output, required value)
 };
 
-// Everything about a rule that does not depend on the graph, computed once per call.
-struct Compiled {
-  const Rule& r;
+}  // namespace detail
+
+using detail::Ref;
+using detail::State;
+using detail::commutative;
+using detail::parse_ref;
+
+// Everything about a rule's source pattern that does not depend on the graph: compiled once, when
+// the library is loaded (RuleLibrary::reindex), not on every match.
+struct CompiledPattern {
   std::vector<std::vector<Ref>> inputs;  // per source node
   std::vector<int> order;                // search order of source nodes
   std::set<std::pair<int, int>> mapped;  // (source node, output) pairs that the target replaces
+  size_t source_nodes = 0, source_inputs = 0;  // what it was compiled from, to catch a stale form
 
-  explicit Compiled(const Rule& rule) : r(rule) {
+  explicit CompiledPattern(const Rule& r) {
     const auto& nodes = r.source.nodes;
+    source_nodes = nodes.size();
+    for (const auto& n : nodes) source_inputs += n.inputs.size();
     for (const auto& n : nodes) {
       std::vector<Ref> refs;
       for (const auto& in : n.inputs) refs.push_back(parse_ref(r.source, in));
@@ -100,16 +110,38 @@ struct Compiled {
       order.push_back(pick);
     }
   }
+
+  bool fits(const Rule& r) const {
+    size_t ins = 0;
+    for (const auto& n : r.source.nodes) ins += n.inputs.size();
+    return source_nodes == r.source.nodes.size() && source_inputs == ins;
+  }
+};
+
+namespace {
+
+// The rule's compiled pattern, or a fresh one when it has none (or one from before an edit).
+struct PatternRef {
+  std::shared_ptr<const CompiledPattern> own;
+  const CompiledPattern* p;
+  explicit PatternRef(const Rule& r) {
+    if (r.compiled && r.compiled->fits(r)) {
+      p = r.compiled.get();
+    } else {
+      own = std::make_shared<const CompiledPattern>(r);
+      p = own.get();
+    }
+  }
 };
 
 class Matcher {
  public:
-  Matcher(const GraphIndex& ix, const Compiled& c, RejectionCounts* rejections = nullptr)
-      : g_(ix.graph), c_(c), ix_(ix), uses_(ix.uses), rejections_(rejections) {}
+  Matcher(const GraphIndex& ix, const Rule& r, const CompiledPattern& c, RejectionCounts* rejections = nullptr)
+      : g_(ix.graph), r_(r), c_(c), ix_(ix), uses_(ix.uses), rejections_(rejections) {}
 
   // Tries to place pattern node p on graph node gid; appends every consistent state.
   void place(int p, NodeId gid, const State& s, std::vector<State>* out) const {
-    const auto& pn = c_.r.source.nodes[static_cast<size_t>(p)];
+    const auto& pn = r_.source.nodes[static_cast<size_t>(p)];
     const auto& node = g_.node(gid);
     if (node.kind != pn.kind || node.inputs.size() != pn.inputs.size()) return;
     for (auto other : s.placed)
@@ -141,7 +173,7 @@ class Matcher {
   // state is refused (kNone: accepted); the message goes to *detail only when one is asked for, so
   // that matching, which refuses many states, builds no strings.
   Rejection finish(const State& s, std::string* detail = nullptr) const {
-    const auto& r = c_.r;
+    const auto& r = r_;
     auto refuse = [&](Rejection why, auto&& message) {
       if (detail) *detail = message();
       return why;
@@ -214,7 +246,7 @@ class Matcher {
 
   void search(size_t k, State s, std::vector<Match>* out, size_t limit) const {
     if (out->size() >= limit) return;
-    const auto& r = c_.r;
+    const auto& r = r_;
     if (k == c_.order.size()) {
       const Rejection why = finish(s);
       if (why == Rejection::kNone)
@@ -233,14 +265,14 @@ class Matcher {
 
   State empty_state() const {
     State s;
-    s.placed.assign(c_.r.source.nodes.size(), -1);
-    s.pending.resize(c_.r.source.nodes.size());
+    s.placed.assign(r_.source.nodes.size(), -1);
+    s.pending.resize(r_.source.nodes.size());
     return s;
   }
 
  private:
   std::vector<NodeId> candidates(int p, const State& s) const {
-    const auto& pn = c_.r.source.nodes[static_cast<size_t>(p)];
+    const auto& pn = r_.source.nodes[static_cast<size_t>(p)];
     if (!s.pending[static_cast<size_t>(p)].empty()) return {s.pending[static_cast<size_t>(p)][0].second.node};
     // Consumers of an input already known.
     for (const auto& ref : c_.inputs[static_cast<size_t>(p)]) {
@@ -271,11 +303,11 @@ class Matcher {
     }
     auto it = s->b.tensors.find(ref.var);
     if (it != s->b.tensors.end()) return it->second == v;
-    auto spec = c_.r.vars.find(ref.var);
+    auto spec = r_.vars.find(ref.var);
     // A constant variable takes a weight, or any value computed from weights alone (an enlarged
     // or concatenated kernel a previous rewrite made): it folds at export all the same, and
     // accepting it lets multi-step sequences such as enlarge-then-merge go through.
-    if (spec != c_.r.vars.end() && spec->second.constant && !ix_.constant[static_cast<size_t>(v.node)])
+    if (spec != r_.vars.end() && spec->second.constant && !ix_.constant[static_cast<size_t>(v.node)])
       return false;
     s->b.tensors[ref.var] = v;
     return true;
@@ -309,7 +341,8 @@ class Matcher {
   }
 
   const Graph& g_;
-  const Compiled& c_;
+  const Rule& r_;
+  const CompiledPattern& c_;
   const GraphIndex& ix_;
   const std::vector<std::vector<ir::Use>>& uses_;
   RejectionCounts* rejections_;
@@ -323,6 +356,11 @@ bool match_less(const Match& a, const Match& b) {
 }
 
 }  // namespace
+
+std::shared_ptr<const CompiledPattern> compile_pattern(const Rule& r) {
+  if (r.source.nodes.empty()) return nullptr;
+  return std::make_shared<const CompiledPattern>(r);
+}
 
 GraphIndex::GraphIndex(const Graph& g)
     : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(ir::constant_nodes(g)) {
@@ -339,8 +377,8 @@ std::vector<Match> find_matches(const GraphIndex& ix, const Rule& r, const Match
   // Every source op kind must occur in the graph: a cheap exit for most rules on most graphs.
   for (const auto& pn : r.source.nodes)
     if (ix.by_kind[static_cast<size_t>(pn.kind)].empty()) return {};
-  Compiled c(r);
-  Matcher m(ix, c, opts.rejections);
+  const PatternRef c(r);
+  Matcher m(ix, r, *c.p, opts.rejections);
   std::vector<Match> out;
   // Enumerate (bounded), then order by position so the first locations are the earliest.
   m.search(0, m.empty_state(), &out, std::max<size_t>(opts.max_matches * 8, 1024));
@@ -384,11 +422,11 @@ Expected<Bindings> check_match(const GraphIndex& ix, const Rule& r, const Match&
     return refused(why, Rejection::kNotMatched, "match has the wrong number of nodes for rule '" + r.name + "'");
   for (auto id : m.nodes)
     if (id < 0 || static_cast<size_t>(id) >= g.size()) return refused(why, Rejection::kNotMatched, "match refers to a node outside the graph");
-  Compiled c(r);
-  Matcher matcher(ix, c);
+  const PatternRef c(r);
+  Matcher matcher(ix, r, *c.p);
   // Replay in search order with the given nodes; commutative inputs may branch.
   std::vector<State> states = {matcher.empty_state()};
-  for (int p : c.order) {
+  for (int p : c.p->order) {
     std::vector<State> next;
     for (const auto& s : states) matcher.place(p, m.nodes[static_cast<size_t>(p)], s, &next);
     states = std::move(next);

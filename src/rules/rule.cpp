@@ -1,5 +1,7 @@
 #include "rlflow/rules/rule.h"
 
+#include "rlflow/rules/match.h"
+
 #include <set>
 
 namespace rlflow::rules {
@@ -27,6 +29,7 @@ std::optional<VerifyStatus> status_from_name(std::string_view s) {
 }
 
 void RuleLibrary::reindex() {
+  for (auto& r : rules) r.compiled = compile_pattern(r);
   by_root.assign(ir::kNumOpKinds, {});
   for (size_t i = 0; i < rules.size(); ++i)
     if (!rules[i].source.nodes.empty()) by_root[static_cast<size_t>(rules[i].root_kind())].push_back(static_cast<int>(i));

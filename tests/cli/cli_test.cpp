@@ -312,6 +312,34 @@ TEST(Cli, OptimiseWithSearchReportsCostsStepsAndVerifies) {
   EXPECT_EQ(parse_json(again.out)["steps"], j["steps"]);
 }
 
+// tiny_attention (opset 13) carries LayerNorm and GELU decomposed the way older exporters write
+// them. The search starts from them fused; the output is verified against the model as imported
+// (unfused), and at opset 13 both are written decomposed again.
+TEST(Cli, OptimiseFusesDecomposedGeluAndLayerNormAndVerifiesAgainstTheInput) {
+  TempDir dir;
+  const auto model = (kData / "tiny_attention.onnx").string();
+  auto r = rlflow({"optimise", model, "-o", (dir / "o.onnx").string(), "--search", "greedy", "--deterministic", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["composites"].value("gelu", 0), 1) << j.dump();
+  EXPECT_EQ(j["composites"].value("layer_norm", 0), 1) << j.dump();
+  EXPECT_EQ(j["verification"].value("method", std::string()), "reference executor");
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  EXPECT_LT(j["cost"].value("after_ms", 1e9), j["cost"].value("before_ms", 0.0));
+  // The file as written (info imports it without fusing): opset 13 has neither op.
+  auto info = rlflow({"info", (dir / "o.onnx").string(), "--json"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  auto ji = parse_json(info.out);
+  EXPECT_EQ(ji["op_counts"].value("LayerNormalization", 0), 0) << ji.dump();
+  EXPECT_EQ(ji["op_counts"].value("Gelu", 0), 0) << ji.dump();
+  EXPECT_EQ(ji["opsets"].value("ai.onnx", 0), 13);
+
+  // --no-composites searches the graph as imported.
+  auto n = rlflow({"optimise", model, "-o", (dir / "n.onnx").string(), "--search", "greedy", "--deterministic", "--no-composites", "--json"});
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_EQ(parse_json(n.out)["composites"].value("gelu", -1), 0);
+}
+
 TEST(Cli, DefaultSetAppliesOnlyProvedRules) {
   // Every rule the default optimise applies is recorded as proved in the shipped library.
   TempDir dir;

@@ -14,6 +14,7 @@
 #include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/onnx/model_io.h"
 
 using namespace rlflow;
@@ -513,6 +514,55 @@ TEST(RoundTrip, LayerNormAtOpset13And17) {
   expect_numerically_equal(g13, r13);
   expect_numerically_equal(g17, r17, 1e-6);
   expect_numerically_equal(r13, r17);
+}
+
+// Gelu is an ONNX op from opset 20; below it the exporter writes the chain PyTorch writes, which
+// recognise_composites fuses back into the same node.
+TEST(RoundTrip, GeluDecomposedBelowOpset20AndFusedBack) {
+  for (bool tanh : {false, true}) {
+    auto build = [tanh](int64_t opset) {
+      ModelMeta meta;
+      meta.opsets = {{"", opset}};
+      GraphBuilder b(meta);
+      auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
+      b.output(b.op(OpKind::kGelu, {x}, GeluParams{tanh}), "y");
+      return std::move(b).build();
+    };
+    const Graph g17 = build(17), g20 = build(20);
+    auto m17 = export_ok(g17), m20 = export_ok(g20);
+    auto ops17 = op_types(parse(m17.model_bytes));
+    EXPECT_EQ(std::count(ops17.begin(), ops17.end(), "Gelu"), 0);
+    EXPECT_EQ(std::count(ops17.begin(), ops17.end(), tanh ? "Tanh" : "Erf"), 1);
+    EXPECT_EQ(op_types(parse(m20.model_bytes)), (std::vector<std::string>{"Gelu"}));
+    Graph r17 = reimport(m17), r20 = reimport(m20);
+    EXPECT_EQ(count_kind(r17, OpKind::kGelu), 0u);
+    EXPECT_TRUE(structurally_equal(g20, r20)) << "tanh " << tanh;
+    expect_numerically_equal(g17, r17);
+    expect_numerically_equal(r17, r20);
+    CompositeStats st;
+    const Graph fused = recognise_composites(r17, &st);
+    EXPECT_EQ(st.total(), 1);
+    EXPECT_TRUE(structurally_equal(fused, g17)) << "tanh " << tanh;
+  }
+}
+
+// The decomposed LayerNorm written at opset 13 is fused back on re-import.
+TEST(RoundTrip, LayerNormDecomposedAtOpset13IsFusedBack) {
+  ModelMeta meta;
+  meta.opsets = {{"", 13}};
+  GraphBuilder b(meta);
+  auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
+  b.output(b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({8}, 4)), b.weight("beta", random_tensor({8}, 5))},
+                NormParams{2, static_cast<double>(1e-5f)}),
+           "y");
+  const Graph g = b.graph();
+  const Graph r = reimport(export_ok(g));
+  EXPECT_EQ(count_kind(r, OpKind::kLayerNorm), 0u);
+  CompositeStats st;
+  const Graph fused = recognise_composites(r, &st);
+  EXPECT_EQ(st.layer_norm, 1);
+  EXPECT_EQ(count_kind(fused, OpKind::kLayerNorm), 1u);
+  expect_numerically_equal(g, fused);
 }
 
 TEST(RoundTrip, LayerNormWithoutBiasAtOpset13) {

@@ -21,7 +21,7 @@ namespace rlflow::ir {
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
-  X(Enlarge) X(ScalarMul) X(Cast) X(Opaque)
+  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(Opaque)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -38,7 +38,7 @@ inline constexpr int kNumOpKinds = 0
 std::string_view op_name(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);
 bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
-bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast
+bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast Gelu
 bool is_source(OpKind k);              // Input Weight Constant: no inputs
 
 enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
@@ -123,6 +123,11 @@ struct CastParams {
   DType to = DType::kFloat32;
   bool operator==(const CastParams&) const = default;
 };
+// GELU (ONNX Gelu, opset 20): x * Phi(x) exactly, or its tanh approximation.
+struct GeluParams {
+  bool tanh = false;
+  bool operator==(const GeluParams&) const = default;
+};
 // TASO's constant-generating ops; they fold into initializers at export.
 enum class ConstantFill : uint8_t {
   kValue,         // every element = value
@@ -148,7 +153,7 @@ struct OpaqueParams {
 
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
-                              ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams>;
+                              ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams>;
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors

@@ -1,6 +1,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,9 @@ struct GraphIndex {
   std::vector<std::vector<int32_t>> output_indices;  // which outputs of each node are graph outputs
   std::vector<bool> constant;                        // ir::constant_nodes: folds at export
 };
+
+// The matcher's compiled form of r's source pattern (what RuleLibrary::reindex stores in r.compiled).
+std::shared_ptr<const CompiledPattern> compile_pattern(const Rule& r);
 
 // All applicable matches of one rule, read-only, in a deterministic (topological) order, capped.
 std::vector<Match> find_matches(const ir::Graph& g, const Rule& r, const MatchOptions& opts = {});

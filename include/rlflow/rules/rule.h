@@ -2,6 +2,7 @@
 // A substitution (TASO's model): a source pattern graph and a target pattern graph over shared
 // variables, parameter constraints, and a mapping of source outputs to target outputs.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ enum class VerifyStatus { kUnverified, kNumeric, kProved, kRefuted };
 std::string_view status_name(VerifyStatus s);
 std::optional<VerifyStatus> status_from_name(std::string_view s);
 
+// The matcher's form of a rule's source pattern (rules/match.cpp): parsed references and the
+// search order. Built once when a library is loaded or re-indexed and shared by copies of the rule.
+struct CompiledPattern;
+
 struct Rule {
   std::string name;
   std::string provenance = "hand-written";  // or "generated"
@@ -65,6 +70,9 @@ struct Rule {
   // The last proof attempt recorded by `rules verify --prove --write`: the outcome ("proved", "not
   // proved", "timeout", "error"; empty when never attempted) and, unless proved, the solver's reason.
   std::string proof_outcome, proof_reason;
+  // Set by RuleLibrary::reindex (and so by loading). A rule whose patterns are edited afterwards
+  // must be re-indexed; one that never was is compiled on each use.
+  std::shared_ptr<const CompiledPattern> compiled;
 
   // Root op kind: the kind of the last source node (rules are indexed by it).
   ir::OpKind root_kind() const { return source.nodes.back().kind; }
@@ -86,6 +94,7 @@ struct RuleLibrary {
   // Index by root op kind: rule indices whose root is that kind.
   std::vector<std::vector<int>> by_root;
 
+  // Rebuilds by_root and compiles every rule's source pattern for the matcher.
   void reindex();
   const Rule* find(const std::string& name) const;
   int index_of(const std::string& name) const;

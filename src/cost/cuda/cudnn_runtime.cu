@@ -585,6 +585,8 @@ class UnaryKernel : public Kernel {
     float p0 = 0, p1 = 0;
     switch (d_.kind) {
       case Kind::kErf: op = UnOp::kErf; break;
+      case Kind::kGelu: op = UnOp::kGelu; break;
+      case Kind::kGeluTanh: op = UnOp::kGeluTanh; break;
       case Kind::kClip: op = UnOp::kClip, p0 = static_cast<float>(d_.lo), p1 = static_cast<float>(d_.hi); break;
       case Kind::kScale: op = UnOp::kScale, p0 = static_cast<float>(d_.value); break;
       default: break;
@@ -759,6 +761,8 @@ Expected<std::unique_ptr<Kernel>> make_kernel(Context& c, const OpDesc& d) {
     case Kind::kPow: return with_init<BinaryKernel>(c, d);
     case Kind::kSqrt:
     case Kind::kErf:
+    case Kind::kGelu:
+    case Kind::kGeluTanh:
     case Kind::kClip:
     case Kind::kScale: return plain<UnaryKernel>(d);
     case Kind::kTranspose:

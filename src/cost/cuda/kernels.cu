@@ -93,6 +93,8 @@ __global__ void unary_kernel(UnOp op, const float* x, float* y, int64_t n, float
       case UnOp::kErf: r = erff(v); break;
       case UnOp::kClip: r = fminf(fmaxf(v, p0), p1); break;
       case UnOp::kScale: r = v * p0; break;
+      case UnOp::kGelu: r = 0.5f * v * (1.0f + erff(v * 0.70710678f)); break;
+      case UnOp::kGeluTanh: r = 0.5f * v * (1.0f + tanhf(0.79788456f * (v + 0.044715f * v * v * v))); break;
     }
     y[i] = r;
   }

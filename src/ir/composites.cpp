@@ -1,0 +1,255 @@
+#include "rlflow/ir/composites.h"
+
+#include <cmath>
+#include <optional>
+
+namespace rlflow::ir {
+
+namespace {
+
+constexpr double kSqrt2 = 1.4142135623730951;
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // the tanh approximation's sqrt(2/pi)
+constexpr double kTanhCubic = 0.044715;
+
+// float32 constants written by exporters: a relative tolerance well above float rounding and far
+// below the distance to any other value a model would use.
+bool near(double a, double b) { return std::abs(a - b) <= 1e-5 * std::max(std::abs(a), std::abs(b)); }
+
+// A product (Mul, and Div by a constant) flattened into its constant part and its other factors.
+struct Product {
+  double scale = 1.0;
+  std::vector<ValueRef> factors;
+  std::vector<NodeId> interior;  // the Mul/Div nodes flattened, the root included
+};
+
+// A term (Add) split into constant and non-constant parts.
+class Matcher {
+ public:
+  explicit Matcher(const Graph& g) : g_(g), uses_(g.consumers()), is_output_(g.size(), false), claimed_(g.size(), false) {
+    for (const auto& o : g.outputs()) is_output_[static_cast<size_t>(o.value.node)] = true;
+  }
+
+  const Node& node(ValueRef v) const { return g_.node(v.node); }
+
+  // The value of a float scalar constant (a one-element Weight), if v is one.
+  std::optional<double> scalar(ValueRef v) const {
+    const Node& n = node(v);
+    if (n.kind != OpKind::kWeight || !n.value || n.value->numel() != 1 || !is_float(n.value->dtype())) return std::nullopt;
+    return n.value->as_double()[0];
+  }
+
+  // An interior node: read only by the chain it belongs to (its one reader, or `readers` reads of
+  // it by chain nodes), not a graph output, not taken by another chain.
+  bool interior(NodeId id, size_t readers = 1) const {
+    return !is_output_[static_cast<size_t>(id)] && !claimed_[static_cast<size_t>(id)] && uses_[static_cast<size_t>(id)].size() == readers &&
+           g_.node(id).outputs.size() == 1;
+  }
+
+  // Flattens v when it is a Mul (or a Div by a constant); nested ones only when interior.
+  void flatten(ValueRef v, bool root, Product* p) const {
+    const Node& n = node(v);
+    const bool open = root || interior(v.node);
+    if (open && n.kind == OpKind::kMul && n.inputs.size() == 2) {
+      p->interior.push_back(v.node);
+      for (const auto& in : n.inputs) {
+        if (auto c = scalar(in)) p->scale *= *c;
+        else flatten(in, false, p);
+      }
+      return;
+    }
+    if (open && n.kind == OpKind::kDiv && n.inputs.size() == 2) {
+      if (auto c = scalar(n.inputs[1]); c && *c != 0) {
+        p->interior.push_back(v.node);
+        p->scale /= *c;
+        if (auto a = scalar(n.inputs[0])) p->scale *= *a;
+        else flatten(n.inputs[0], false, p);
+        return;
+      }
+    }
+    p->factors.push_back(v);
+  }
+
+  Product product(ValueRef v, bool root) const {
+    Product p;
+    flatten(v, root, &p);
+    return p;
+  }
+
+  // v = Add(c, t) or Add(t, c) with an interior Add and a scalar c: returns t, c.
+  std::optional<std::pair<ValueRef, double>> plus_constant(ValueRef v) const {
+    const Node& n = node(v);
+    if (n.kind != OpKind::kAdd || !interior(v.node)) return std::nullopt;
+    for (int k = 0; k < 2; ++k)
+      if (auto c = scalar(n.inputs[static_cast<size_t>(k)])) return std::make_pair(n.inputs[static_cast<size_t>(1 - k)], *c);
+    return std::nullopt;
+  }
+
+  // x^3 written as Pow(x, 3) or as a product of three x: returns x.
+  std::optional<ValueRef> cube_of(const Product& p, std::vector<NodeId>* chain) const {
+    if (p.factors.size() == 3 && p.factors[0] == p.factors[1] && p.factors[1] == p.factors[2]) return p.factors[0];
+    if (p.factors.size() != 1) return std::nullopt;
+    const Node& n = node(p.factors[0]);
+    if (n.kind != OpKind::kPow || !interior(p.factors[0].node)) return std::nullopt;
+    auto e = scalar(n.inputs[1]);
+    if (!e || *e != 3.0) return std::nullopt;
+    chain->push_back(p.factors[0].node);
+    return n.inputs[0];
+  }
+
+  // GELU rooted at the Mul `root`: 0.5 * x * (1 + erf(x / sqrt 2)) or
+  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), multiplied in any order.
+  std::optional<Node> gelu(NodeId root, std::vector<NodeId>* chain, bool* tanh_form) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kMul || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype)) return std::nullopt;
+    Product top = product({root, 0}, true);
+    if (!near(top.scale, 0.5) || top.factors.size() != 2) return std::nullopt;
+    for (int k = 0; k < 2; ++k) {
+      const ValueRef x = top.factors[static_cast<size_t>(k)], s = top.factors[static_cast<size_t>(1 - k)];
+      if (g_.type(x) != r.outputs[0]) continue;
+      auto one_plus = plus_constant(s);
+      if (!one_plus || !near(one_plus->second, 1.0)) continue;
+      const ValueRef t = one_plus->first;
+      const Node& tn = node(t);
+      if ((tn.kind != OpKind::kErf && tn.kind != OpKind::kTanh) || !interior(t.node)) continue;
+      std::vector<NodeId> nodes = top.interior;
+      nodes.push_back(s.node);
+      nodes.push_back(t.node);
+      Product arg = product(tn.inputs[0], false);
+      if (arg.factors.empty() || arg.interior.empty()) continue;
+      nodes.insert(nodes.end(), arg.interior.begin(), arg.interior.end());
+      if (tn.kind == OpKind::kErf) {
+        if (arg.factors.size() != 1 || arg.factors[0] != x || !near(arg.scale, 1.0 / kSqrt2)) continue;
+        *tanh_form = false;
+      } else {
+        // sqrt(2/pi) * (x + 0.044715 * x^3)
+        if (arg.factors.size() != 1 || !near(arg.scale, kSqrt2OverPi)) continue;
+        const ValueRef sum = arg.factors[0];
+        const Node& sn = node(sum);
+        if (sn.kind != OpKind::kAdd || !interior(sum.node)) continue;
+        nodes.push_back(sum.node);
+        bool ok = false;
+        for (int j = 0; j < 2 && !ok; ++j) {
+          if (sn.inputs[static_cast<size_t>(j)] != x) continue;
+          Product cubic = product(sn.inputs[static_cast<size_t>(1 - j)], false);
+          if (cubic.interior.empty() || !near(cubic.scale, kTanhCubic)) continue;
+          std::vector<NodeId> cube_nodes = cubic.interior;
+          auto base = cube_of(cubic, &cube_nodes);
+          if (!base || *base != x) continue;
+          nodes.insert(nodes.end(), cube_nodes.begin(), cube_nodes.end());
+          ok = true;
+        }
+        if (!ok) continue;
+        *tanh_form = true;
+      }
+      Node out;
+      out.kind = OpKind::kGelu;
+      out.params = GeluParams{*tanh_form};
+      out.inputs = {x};
+      out.outputs = r.outputs;
+      out.name = r.name;
+      out.output_names = r.output_names;
+      *chain = std::move(nodes);
+      return out;
+    }
+    return std::nullopt;
+  }
+
+  // LayerNorm rooted at the bias Add: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma + beta,
+  // the means over the trailing axes.
+  std::optional<Node> layer_norm(NodeId root, std::vector<NodeId>* chain) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kAdd || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype)) return std::nullopt;
+    const int64_t rank = r.outputs[0].rank();
+    for (int k = 0; k < 2; ++k) {
+      const ValueRef scaled = r.inputs[static_cast<size_t>(k)], beta = r.inputs[static_cast<size_t>(1 - k)];
+      const Node& sn = node(scaled);
+      if (sn.kind != OpKind::kMul || !interior(scaled.node) || node(beta).kind != OpKind::kWeight) continue;
+      for (int j = 0; j < 2; ++j) {
+        const ValueRef normed = sn.inputs[static_cast<size_t>(j)], gamma = sn.inputs[static_cast<size_t>(1 - j)];
+        const Node& nn = node(normed);
+        if (nn.kind != OpKind::kDiv || !interior(normed.node) || node(gamma).kind != OpKind::kWeight) continue;
+        const ValueRef d = nn.inputs[0], sd = nn.inputs[1];
+        const Node& dn = node(d);
+        const Node& sdn = node(sd);
+        if (dn.kind != OpKind::kSub || sdn.kind != OpKind::kSqrt || !interior(sd.node)) continue;
+        auto var_eps = plus_constant(sdn.inputs[0]);
+        if (!var_eps) continue;
+        const ValueRef var = var_eps->first, x = dn.inputs[0], mean = dn.inputs[1];
+        const Node& vn = node(var);
+        const Node& mn = node(mean);
+        if (vn.kind != OpKind::kReduceMean || !interior(var.node) || mn.kind != OpKind::kReduceMean || !interior(mean.node) ||
+            mn.inputs[0] != x)
+          continue;
+        const auto& ma = std::get<AxesParams>(mn.params);
+        if (ma != std::get<AxesParams>(vn.params) || !ma.keepdims || ma.axes.empty()) continue;
+        const int64_t axis = ma.axes.front();
+        bool trailing = true;
+        for (size_t i = 0; i < ma.axes.size(); ++i) trailing = trailing && ma.axes[i] == axis + static_cast<int64_t>(i);
+        if (!trailing || ma.axes.back() != rank - 1 || g_.type(x) != r.outputs[0]) continue;
+        // The square of d: Pow(d, 2) or Mul(d, d); d is read by it and by the Div, nothing else.
+        const ValueRef sq = vn.inputs[0];
+        const Node& qn = node(sq);
+        const bool square = (qn.kind == OpKind::kPow && qn.inputs[0] == d && scalar(qn.inputs[1]) == 2.0) ||
+                            (qn.kind == OpKind::kMul && qn.inputs[0] == d && qn.inputs[1] == d);
+        if (!square || !interior(sq.node) || !interior(d.node, qn.kind == OpKind::kMul ? 3 : 2)) continue;
+        const Shape norm(r.outputs[0].shape.begin() + axis, r.outputs[0].shape.end());
+        auto param_ok = [&](ValueRef v) { return g_.type(v).shape == norm && g_.type(v).dtype == r.outputs[0].dtype; };
+        if (!param_ok(gamma) || !param_ok(beta)) continue;
+        Node out;
+        out.kind = OpKind::kLayerNorm;
+        out.params = NormParams{axis, var_eps->second};
+        out.inputs = {x, gamma, beta};
+        out.outputs = r.outputs;
+        out.name = r.name;
+        out.output_names = r.output_names;
+        *chain = {root, scaled.node, normed.node, d.node, sd.node, sdn.inputs[0].node, var.node, mean.node, sq.node};
+        return out;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void claim(const std::vector<NodeId>& nodes) {
+    for (auto id : nodes) claimed_[static_cast<size_t>(id)] = true;
+  }
+
+ private:
+  const Graph& g_;
+  std::vector<std::vector<Use>> uses_;
+  std::vector<bool> is_output_;
+  std::vector<bool> claimed_;
+};
+
+}  // namespace
+
+Graph recognise_composites(const Graph& g, CompositeStats* stats) {
+  CompositeStats local;
+  CompositeStats& st = stats ? *stats : local;
+  Matcher m(g);
+  // Roots are visited last to first so a chain is claimed whole before a node inside it could be
+  // taken as another chain's root. The fused node replaces the root in place: its inputs all come
+  // before the root, so the order stays topological, and the chain's other nodes fall dead.
+  std::vector<std::pair<NodeId, Node>> replace;
+  for (size_t i = g.size(); i-- > 0;) {
+    const auto id = static_cast<NodeId>(i);
+    std::vector<NodeId> chain;
+    bool tanh_form = false;
+    if (auto n = m.layer_norm(id, &chain)) {
+      ++st.layer_norm;
+      m.claim(chain);
+      replace.emplace_back(id, std::move(*n));
+    } else if (auto gn = m.gelu(id, &chain, &tanh_form)) {
+      ++(tanh_form ? st.gelu_tanh : st.gelu);
+      m.claim(chain);
+      replace.emplace_back(id, std::move(*gn));
+    }
+  }
+  if (replace.empty()) return g;
+  Graph out = g;
+  for (auto& [id, n] : replace) out.mutable_node(id) = std::move(n);
+  out = remove_dead_nodes(std::move(out));
+  st.removed_nodes += static_cast<int>(g.num_ops() - out.num_ops());
+  return out;
+}
+
+}  // namespace rlflow::ir

@@ -1,0 +1,179 @@
+// Recognition of decomposed GELU and LayerNorm chains (ir::recognise_composites): the structure
+// after, and the same numbers before and after in the reference executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "rlflow/exec/compare.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/ir/composites.h"
+
+using namespace rlflow;
+using namespace rlflow::ir;
+
+namespace {
+
+ValueRef scalar(GraphBuilder& b, const std::string& name, double v) {
+  return b.weight(name, Tensor::scalar_f32(static_cast<float>(v)));
+}
+
+// PyTorch's opset-13..19 form of exact GELU: x * (1 + erf(x / sqrt 2)) * 0.5.
+ValueRef torch_gelu(GraphBuilder& b, ValueRef x, const std::string& p) {
+  auto t = b.op(OpKind::kDiv, {x, scalar(b, p + "sqrt2", 1.4142135623730951)});
+  auto s = b.add(b.op(OpKind::kErf, {t}), scalar(b, p + "one", 1.0));
+  return b.mul(b.mul(x, s), scalar(b, p + "half", 0.5));
+}
+
+// The tanh approximation written as 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), with
+// x^3 as Pow(x, 3).
+ValueRef tanh_gelu(GraphBuilder& b, ValueRef x) {
+  auto cube = b.op(OpKind::kPow, {x, scalar(b, "three", 3.0)});
+  auto inner = b.add(x, b.mul(scalar(b, "kappa", 0.044715), cube));
+  auto t = b.op(OpKind::kTanh, {b.mul(inner, scalar(b, "beta", 0.7978845608028654))});
+  auto s = b.add(scalar(b, "one", 1.0), t);
+  return b.mul(b.mul(scalar(b, "half", 0.5), x), s);
+}
+
+// PyTorch's opset-13..16 form of LayerNorm over the last axis.
+ValueRef torch_layer_norm(GraphBuilder& b, ValueRef x, int64_t width, bool square_by_mul = false) {
+  AxesParams last{{b.type(x).rank() - 1}, true};
+  auto mean = b.op(OpKind::kReduceMean, {x}, last);
+  auto d = b.op(OpKind::kSub, {x, mean});
+  auto sq = square_by_mul ? b.mul(d, d) : b.op(OpKind::kPow, {d, scalar(b, "two", 2.0)});
+  auto var = b.op(OpKind::kReduceMean, {sq}, last);
+  auto sd = b.op(OpKind::kSqrt, {b.add(var, scalar(b, "eps", 1e-5))});
+  auto n = b.op(OpKind::kDiv, {d, sd});
+  auto gamma = b.weight("gamma", random_tensor({width}, 7));
+  auto beta = b.weight("beta", random_tensor({width}, 8));
+  return b.add(b.mul(n, gamma), beta);
+}
+
+int count(const Graph& g, OpKind k) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node.kind == k;
+  return n;
+}
+
+void expect_same_numbers(const Graph& before, const Graph& after, double atol = 1e-5) {
+  exec::CompareOptions co;
+  co.seed = 3;
+  co.trials = 2;
+  co.atol = atol;
+  auto cmp = exec::compare_graphs(before, after, co);
+  ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+  EXPECT_TRUE(cmp->ok) << cmp->message;
+}
+
+}  // namespace
+
+TEST(Composites, ExactGeluChainBecomesOneNode) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 8, 16}});
+  auto h = b.matmul(x, b.weight("w", random_tensor({16, 16}, 1)));
+  b.output(torch_gelu(b, h, "g_"), "y");
+  const Graph before = b.graph();
+  CompositeStats st;
+  const Graph after = recognise_composites(before, &st);
+  EXPECT_EQ(st.gelu, 1);
+  EXPECT_EQ(st.gelu_tanh, 0);
+  EXPECT_EQ(st.removed_nodes, 4);  // Div, Erf, Add and the inner Mul (the root is replaced in place)
+  EXPECT_EQ(count(after, OpKind::kGelu), 1);
+  EXPECT_EQ(count(after, OpKind::kErf), 0);
+  EXPECT_EQ(count(after, OpKind::kMul), 0);
+  EXPECT_FALSE(std::get<GeluParams>(after.node(after.outputs()[0].value.node).params).tanh);
+  EXPECT_TRUE(validate(after).ok());
+  expect_same_numbers(before, after);
+}
+
+TEST(Composites, TanhGeluChainBecomesOneTanhGelu) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {4, 32}});
+  b.output(tanh_gelu(b, x), "y");
+  const Graph before = b.graph();
+  CompositeStats st;
+  const Graph after = recognise_composites(before, &st);
+  EXPECT_EQ(st.gelu_tanh, 1);
+  EXPECT_EQ(count(after, OpKind::kGelu), 1);
+  EXPECT_EQ(count(after, OpKind::kTanh), 0);
+  EXPECT_EQ(count(after, OpKind::kPow), 0);
+  EXPECT_TRUE(std::get<GeluParams>(after.node(after.outputs()[0].value.node).params).tanh);
+  expect_same_numbers(before, after);
+}
+
+TEST(Composites, LayerNormChainBecomesOneLayerNorm) {
+  for (bool by_mul : {false, true}) {
+    GraphBuilder b;
+    auto x = b.input("x", {DType::kFloat32, {2, 5, 24}});
+    b.output(torch_layer_norm(b, x, 24, by_mul), "y");
+    const Graph before = b.graph();
+    CompositeStats st;
+    const Graph after = recognise_composites(before, &st);
+    EXPECT_EQ(st.layer_norm, 1) << "square by " << (by_mul ? "Mul" : "Pow");
+    EXPECT_EQ(count(after, OpKind::kLayerNorm), 1);
+    EXPECT_EQ(count(after, OpKind::kReduceMean), 0);
+    const auto& ln = after.node(after.outputs()[0].value.node);
+    EXPECT_EQ(std::get<NormParams>(ln.params).axis, 2);
+    EXPECT_NEAR(std::get<NormParams>(ln.params).epsilon, 1e-5, 1e-12);
+    expect_same_numbers(before, after);
+  }
+}
+
+// A chain whose interior value something else reads must stay: fusing it would lose that value.
+TEST(Composites, ChainWithAnEscapingInteriorValueIsKept) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {3, 8}});
+  auto t = b.op(OpKind::kDiv, {x, scalar(b, "sqrt2", 1.4142135623730951)});
+  auto e = b.op(OpKind::kErf, {t});
+  auto s = b.add(e, scalar(b, "one", 1.0));
+  b.output(b.mul(b.mul(x, s), scalar(b, "half", 0.5)), "y");
+  b.output(e, "erf");  // the Erf is a graph output too
+  const Graph before = b.graph();
+  CompositeStats st;
+  const Graph after = recognise_composites(before, &st);
+  EXPECT_EQ(st.total(), 0);
+  EXPECT_EQ(after.size(), before.size());
+}
+
+// Constants that are not GELU's (a scale of 0.6 instead of 0.5, a divisor that is not sqrt 2) mean
+// another function: nothing is fused.
+TEST(Composites, OtherConstantsAreNotGelu) {
+  for (int variant = 0; variant < 2; ++variant) {
+    GraphBuilder b;
+    auto x = b.input("x", {DType::kFloat32, {3, 8}});
+    auto t = b.op(OpKind::kDiv, {x, scalar(b, "d", variant == 0 ? 1.4142135623730951 : 1.5)});
+    auto s = b.add(b.op(OpKind::kErf, {t}), scalar(b, "one", 1.0));
+    b.output(b.mul(b.mul(x, s), scalar(b, "half", variant == 0 ? 0.6 : 0.5)), "y");
+    CompositeStats st;
+    recognise_composites(b.graph(), &st);
+    EXPECT_EQ(st.total(), 0) << "variant " << variant;
+  }
+}
+
+// GELU of one value times another value is not GELU: the Erf's argument must be the multiplied x.
+TEST(Composites, ErfOfAnotherValueIsNotGelu) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {3, 8}});
+  auto z = b.input("z", {DType::kFloat32, {3, 8}});
+  auto t = b.op(OpKind::kDiv, {z, scalar(b, "sqrt2", 1.4142135623730951)});
+  auto s = b.add(b.op(OpKind::kErf, {t}), scalar(b, "one", 1.0));
+  b.output(b.mul(b.mul(x, s), scalar(b, "half", 0.5)), "y");
+  CompositeStats st;
+  recognise_composites(b.graph(), &st);
+  EXPECT_EQ(st.total(), 0);
+}
+
+// A transformer FFN block: LayerNorm(x + W2 GELU(W1 x)), both chains fused, same numbers.
+TEST(Composites, FeedForwardBlockFusesBothChains) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 6, 16}});
+  auto h = b.add(b.matmul(x, b.weight("w1", random_tensor({16, 32}, 1))), b.weight("b1", random_tensor({32}, 2)));
+  auto f = b.matmul(torch_gelu(b, h, "g_"), b.weight("w2", random_tensor({32, 16}, 3)));
+  b.output(torch_layer_norm(b, b.add(x, f), 16), "y");
+  const Graph before = b.graph();
+  CompositeStats st;
+  const Graph after = recognise_composites(before, &st);
+  EXPECT_EQ(st.gelu, 1);
+  EXPECT_EQ(st.layer_norm, 1);
+  EXPECT_TRUE(validate(after).ok());
+  expect_same_numbers(before, after);
+}
