@@ -307,7 +307,8 @@ Status Exporter::emit(NodeId id) {
       const auto dt = n.outputs[0].dtype;
       reduce(ins[0], mean);
       add_node("Sub", anon, {ins[0], mean}, {d});
-      add_node("Mul", anon, {d, d}, {sq});
+      // Pow(d, 2), as PyTorch writes it: onnxruntime's LayerNorm fusion looks for that form.
+      add_node("Pow", anon, {d, scalar_like(2.0, dt, out + "_two")}, {sq});
       reduce(sq, var);
       add_node("Add", anon, {var, scalar_like(p.epsilon, dt, out + "_eps")}, {ve});
       add_node("Sqrt", anon, {ve}, {sd});
