@@ -185,6 +185,9 @@ std::string known_error(cost::CostModel& m) {
 }
 
 constexpr const char* kSlowerMarker = "candidate measured slower than the input";
+// A rewritten graph the reference executor cannot run (opaque ops) and that is not structurally the
+// input cannot be verified: it is never written, and the next candidate (finally the input) is tried.
+constexpr const char* kUnverifiableMarker = "candidate cannot be verified";
 
 }  // namespace
 
@@ -307,6 +310,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   onnxio::ExportOptions eo;
   eo.evaluator = &ex;
   json verification = {{"enabled", o.verify}};
+  std::string unverifiable;  // why the last rewritten candidate could not be verified
   double t_verify = 0, t_measure = 0;
   auto verify_written = [&](const std::string& tmp_path) -> Status {
     const auto tv = std::chrono::steady_clock::now();
@@ -326,6 +330,10 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
         verification["ok"] = true;
         verification["note"] = cmp.error().message;
         return {};
+      }
+      if (cmp.error().code == ErrorCode::kUnsupported) {
+        unverifiable = cmp.error().message;
+        return Error::internal(kUnverifiableMarker);
       }
       return Error{ErrorCode::kVerificationFailed,
                    "cannot verify the result: " + cmp.error().message + "; nothing was written (use --no-verify to skip)"};
@@ -375,13 +383,16 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       chosen = &c;
       break;
     }
-    if (st.error().message != kSlowerMarker) return report_error(g, st.error());
+    if (st.error().message != kSlowerMarker && st.error().message != kUnverifiableMarker) return report_error(g, st.error());
   }
   std::string kept_reason;
   if (!chosen) {
     // Nothing rewritten, or every candidate measured slower: the input's graph is written as it is.
-    if (rewritten) kept_reason = "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +
-                                 "x (lower 95% bound) against the input on " + o.target;
+    if (!unverifiable.empty())
+      kept_reason = "the rewritten graph cannot be verified (" + unverifiable + "), and only a verified graph is written";
+    else if (rewritten)
+      kept_reason = "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +
+                    "x (lower 95% bound) against the input on " + o.target;
     auto st = o.verify ? onnxio::write_model_file(*original, o.output, eo, o.model, verify_written)
                        : onnxio::write_model_file(*original, o.output, eo, o.model);
     if (!st.ok()) return report_error(g, st.error());
