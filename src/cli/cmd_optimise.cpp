@@ -215,8 +215,9 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   if (composites.total() > 0)
     spdlog::info("fused {} GELU, {} tanh-GELU and {} LayerNorm chains into single ops ({} nodes removed)", composites.gelu,
                  composites.gelu_tanh, composites.layer_norm, composites.removed_nodes);
-  const json composites_json = {{"gelu", composites.gelu}, {"gelu_tanh", composites.gelu_tanh}, {"layer_norm", composites.layer_norm},
-                                {"removed_nodes", composites.removed_nodes}};
+  auto composites_json = [](const ir::CompositeStats& c) {
+    return json{{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"removed_nodes", c.removed_nodes}};
+  };
 
   std::vector<Candidate> cands;
   json search_json = nullptr, cost_json = nullptr;
@@ -434,7 +435,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
            {"cost", cost_json},
            {"search_report", search_json},
            {"rules_applied", applied},
-           {"composites", chosen ? composites_json : json{{"gelu", 0}, {"gelu_tanh", 0}, {"layer_norm", 0}, {"removed_nodes", 0}}},
+           {"composites", composites_json(chosen ? composites : ir::CompositeStats{})},
            {"steps", steps_json},
            {"time_s", {{"import", t_import}, {"search", t_search}, {"export", t_export}, {"verify", t_verify},
                        {"measure", t_measure}, {"total", total}}}};

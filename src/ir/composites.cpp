@@ -22,7 +22,7 @@ struct Product {
   std::vector<NodeId> interior;  // the Mul/Div nodes flattened, the root included
 };
 
-// A term (Add) split into constant and non-constant parts.
+// Finds the chains in one graph; chains already fused are claimed so no node joins two.
 class Matcher {
  public:
   explicit Matcher(const Graph& g) : g_(g), uses_(g.consumers()), is_output_(g.size(), false), claimed_(g.size(), false) {
@@ -98,7 +98,7 @@ class Matcher {
 
   // GELU rooted at the Mul `root`: 0.5 * x * (1 + erf(x / sqrt 2)) or
   // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), multiplied in any order.
-  std::optional<Node> gelu(NodeId root, std::vector<NodeId>* chain, bool* tanh_form) const {
+  std::optional<Node> gelu(NodeId root, std::vector<NodeId>* chain) const {
     const Node& r = g_.node(root);
     if (r.kind != OpKind::kMul || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype)) return std::nullopt;
     Product top = product({root, 0}, true);
@@ -119,7 +119,6 @@ class Matcher {
       nodes.insert(nodes.end(), arg.interior.begin(), arg.interior.end());
       if (tn.kind == OpKind::kErf) {
         if (arg.factors.size() != 1 || arg.factors[0] != x || !near(arg.scale, 1.0 / kSqrt2)) continue;
-        *tanh_form = false;
       } else {
         // sqrt(2/pi) * (x + 0.044715 * x^3)
         if (arg.factors.size() != 1 || !near(arg.scale, kSqrt2OverPi)) continue;
@@ -139,11 +138,10 @@ class Matcher {
           ok = true;
         }
         if (!ok) continue;
-        *tanh_form = true;
       }
       Node out;
       out.kind = OpKind::kGelu;
-      out.params = GeluParams{*tanh_form};
+      out.params = GeluParams{tn.kind == OpKind::kTanh};
       out.inputs = {x};
       out.outputs = r.outputs;
       out.name = r.name;
@@ -233,13 +231,12 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats) {
   for (size_t i = g.size(); i-- > 0;) {
     const auto id = static_cast<NodeId>(i);
     std::vector<NodeId> chain;
-    bool tanh_form = false;
     if (auto n = m.layer_norm(id, &chain)) {
       ++st.layer_norm;
       m.claim(chain);
       replace.emplace_back(id, std::move(*n));
-    } else if (auto gn = m.gelu(id, &chain, &tanh_form)) {
-      ++(tanh_form ? st.gelu_tanh : st.gelu);
+    } else if (auto gn = m.gelu(id, &chain)) {
+      ++(std::get<GeluParams>(gn->params).tanh ? st.gelu_tanh : st.gelu);
       m.claim(chain);
       replace.emplace_back(id, std::move(*gn));
     }

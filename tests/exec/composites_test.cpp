@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "exec/common.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/composites.h"
@@ -54,14 +55,8 @@ int count(const Graph& g, OpKind k) {
   return n;
 }
 
-void expect_same_numbers(const Graph& before, const Graph& after, double atol = 1e-5) {
-  exec::CompareOptions co;
-  co.seed = 3;
-  co.trials = 2;
-  co.atol = atol;
-  auto cmp = exec::compare_graphs(before, after, co);
-  ASSERT_TRUE(cmp.ok()) << cmp.error().message;
-  EXPECT_TRUE(cmp->ok) << cmp->message;
+void expect_same_numbers(const Graph& before, const Graph& after) {
+  rlflow::testing::expect_same_numbers(before, after, 1e-5, exec::CompareOptions{}.rtol, /*seed=*/3);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "exec/common.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
@@ -26,15 +27,7 @@ Graph fold_ok(const Graph& g) {
   return std::move(*r);
 }
 
-void expect_same_numerics(const Graph& a, const Graph& b) {
-  exec::CompareOptions o;
-  o.trials = 2;
-  o.atol = 1e-6;
-  o.rtol = 1e-6;
-  auto c = exec::compare_graphs(a, b, o);
-  ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_TRUE(c->ok) << c->message;
-}
+void expect_same_numerics(const Graph& a, const Graph& b) { rlflow::testing::expect_same_numbers(a, b, 1e-6, 1e-6); }
 
 }  // namespace
 
