@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/common.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
@@ -124,15 +125,7 @@ size_t count_kind(const Graph& g, OpKind k) {
   return static_cast<size_t>(std::count_if(g.nodes().begin(), g.nodes().end(), [k](const Node& n) { return n.kind == k; }));
 }
 
-void expect_numerically_equal(const Graph& a, const Graph& b, double tol = 1e-5) {
-  exec::CompareOptions co;
-  co.trials = 2;
-  co.atol = tol;
-  co.rtol = tol;
-  auto c = exec::compare_graphs(a, b, co);
-  ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_TRUE(c->ok) << c->message;
-}
+void expect_numerically_equal(const Graph& a, const Graph& b, double tol = 1e-5) { rlflow::testing::expect_same_numbers(a, b, tol, tol); }
 
 std::vector<std::string> input_names(const Graph& g) {
   std::vector<std::string> out;
