@@ -23,7 +23,7 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     } else if (!fused.empty() && fused[i]) {
       c.fused = true;
     } else {
-      auto ms = price(OpSignature::of(g, id, constant));
+      auto ms = price(g, id, constant);
       if (!ms) return ms.error().with_context(ir::node_label(g, id));
       if (!std::isfinite(*ms) || *ms < 0)
         return Error::internal(ir::node_label(g, id) + ": cost model " + model.name() + " returned " + std::to_string(*ms) + " ms");
@@ -36,7 +36,12 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
 }
 
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress) {
-  return node_costs(g, model, [&model](const OpSignature& s) { return model.op_cost(s); }, progress);
+  return node_costs(
+      g, model,
+      [&model](const ir::Graph& gr, ir::NodeId id, const std::vector<bool>& constant) {
+        return model.op_cost(OpSignature::of(gr, id, constant));
+      },
+      progress);
 }
 
 Expected<double> graph_cost(const ir::Graph& g, CostModel& model) {

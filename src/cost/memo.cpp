@@ -3,10 +3,10 @@
 namespace rlflow::cost {
 
 Expected<double> MemoCost::node_costs(const ir::Graph& g, std::vector<double>& per_node) {
-  auto costs = cost::node_costs(g, model_, [this](const OpSignature& sig) -> Expected<double> {
-    const uint64_t key = sig.hash();
+  auto costs = cost::node_costs(g, model_, [this](const ir::Graph& gr, ir::NodeId id, const std::vector<bool>& constant) -> Expected<double> {
+    const uint64_t key = OpSignature::hash_of(gr, id, constant);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-    auto m = model_.op_cost(sig);
+    auto m = model_.op_cost(OpSignature::of(gr, id, constant));
     if (m) memo_.emplace(key, *m);
     return m;
   });

@@ -39,10 +39,12 @@ bool per_channel(const ir::TensorType& t, const ir::TensorType& conv_out) {
 std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant) {
   const size_t n = g.size();
   std::vector<bool> fused(n, false);
-  const auto consumers = g.consumers();
+  std::vector<int32_t> readers(n, 0);  // uses of any output of each node
+  for (const auto& node : g.nodes())
+    for (const auto& in : node.inputs) ++readers[static_cast<size_t>(in.node)];
   std::vector<bool> is_output(n, false);
   for (const auto& o : g.outputs()) is_output[static_cast<size_t>(o.value.node)] = true;
-  auto sole_reader = [&](ir::NodeId p) { return consumers[static_cast<size_t>(p)].size() == 1 && !is_output[static_cast<size_t>(p)]; };
+  auto sole_reader = [&](ir::NodeId p) { return readers[static_cast<size_t>(p)] == 1 && !is_output[static_cast<size_t>(p)]; };
   // conv_tail[p]: p's output is a Conv's (without an activation), possibly through nodes already
   // folded into it; further BatchNorm/Add/Mul and one activation can still fold in.
   std::vector<bool> conv_tail(n, false);

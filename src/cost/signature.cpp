@@ -34,22 +34,46 @@ OpSignature OpSignature::of(const ir::Graph& g, ir::NodeId id) {
   return of(g, id, c);
 }
 
-uint64_t OpSignature::hash() const {
+namespace {
+
+// One definition of the signature hash, over accessors, so that hash_of (straight from the graph)
+// and hash() (of a built signature) cannot drift apart.
+template <class InputType, class InputConstant>
+uint64_t signature_hash(ir::OpKind kind, const ir::OpParams& params, size_t n_inputs, InputType input_type, size_t n_constant,
+                        InputConstant input_constant, const std::vector<ir::TensorType>& outputs) {
   // The salt names the signature format: bump it when the meaning of a field changes, so stale
   // cache entries stop matching instead of being misread.
   Hasher h;
   h.add(std::string_view("rlflow.cost.signature.v1"));
   h.add(static_cast<uint64_t>(kind));
   ir::hash_params(h, params);
-  auto types = [&h](const std::vector<ir::TensorType>& ts) {
-    h.add(ts.size());
-    for (const auto& t : ts) h.add(static_cast<uint64_t>(t.dtype)).add(t.shape);
-  };
-  types(inputs);
-  types(outputs);
-  h.add(input_is_constant.size());
-  for (bool b : input_is_constant) h.add(static_cast<uint64_t>(b));
+  auto type = [&h](const ir::TensorType& t) { h.add(static_cast<uint64_t>(t.dtype)).add(t.shape); };
+  h.add(n_inputs);
+  for (size_t i = 0; i < n_inputs; ++i) type(input_type(i));
+  h.add(outputs.size());
+  for (const auto& t : outputs) type(t);
+  h.add(n_constant);
+  for (size_t i = 0; i < n_constant; ++i) h.add(static_cast<uint64_t>(input_constant(i)));
   return h.digest();
+}
+
+}  // namespace
+
+uint64_t OpSignature::hash() const {
+  return signature_hash(
+      kind, params, inputs.size(), [&](size_t i) -> const ir::TensorType& { return inputs[i]; }, input_is_constant.size(),
+      [&](size_t i) { return static_cast<bool>(input_is_constant[i]); }, outputs);
+}
+
+uint64_t OpSignature::hash_of(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant) {
+  const auto& n = g.node(id);
+  return signature_hash(
+      n.kind, n.params, n.inputs.size(), [&](size_t i) -> const ir::TensorType& { return g.type(n.inputs[i]); }, n.inputs.size(),
+      [&](size_t i) {
+        const auto k = static_cast<size_t>(n.inputs[i].node);
+        return k < constant.size() && constant[k];
+      },
+      n.outputs);
 }
 
 std::string OpSignature::str() const {

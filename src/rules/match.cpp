@@ -1,6 +1,8 @@
 #include "rlflow/rules/match.h"
 
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -443,30 +445,37 @@ Expected<Bindings> check_match(const GraphIndex& ix, const Rule& r, const Match&
   return refused(why, last, "rule '" + r.name + "' at " + m.str() + ": " + detail);
 }
 
-Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) { return apply(GraphIndex(g), r, m); }
+namespace {
 
-Expected<Graph> apply(const GraphIndex& ix, const Rule& r, const Match& m, Rejection* why) {
+// The planned rewrite, index-only: the new (target) nodes, and the order of the result as indices
+// into parent nodes [0, N) followed by target nodes [N, N+T). Building it copies each kept node once.
+Status plan_rewrite(const GraphIndex& ix, const Rule& r, const Match& m, ApplyScratch& s, Rejection* why) {
   const Graph& g = ix.graph;
   auto bound = check_match(ix, r, m, why);
   if (!bound) return bound.error();
   const Bindings& b = *bound;
-  std::vector<ir::Node> nodes = g.nodes();
-  const auto base = static_cast<NodeId>(nodes.size());
-  auto ctx_as = [&](Rejection reason, const std::string& message) { return refused(why, reason, "rule '" + r.name + "' at " + m.str() + ": " + message); };
-
-  // Instantiate the target pattern after the existing nodes.
+  const auto base = static_cast<NodeId>(g.size());
+  auto& targets = s.targets;
+  targets.clear();
+  auto ctx_as = [&](Rejection reason, const std::string& message) {
+    return refused(why, reason, "rule '" + r.name + "' at " + m.str() + ": " + message);
+  };
+  // Instantiate the target pattern; target node k gets id base + k.
   std::vector<std::pair<std::string, NodeId>> target_ids;
-  auto target_value = [&](const std::string& s) -> std::optional<ValueRef> {
-    auto colon = s.find(':');
-    std::string id = colon == std::string::npos ? s : s.substr(0, colon);
-    int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
+  auto target_value = [&](const std::string& str) -> std::optional<ValueRef> {
+    auto colon = str.find(':');
+    std::string id = colon == std::string::npos ? str : str.substr(0, colon);
+    int k = colon == std::string::npos ? 0 : std::stoi(str.substr(colon + 1));
     for (const auto& [tid, nid] : target_ids)
       if (tid == id) return ValueRef{nid, k};
     auto it = b.tensors.find(id);
     if (it != b.tensors.end()) return it->second;
     return std::nullopt;
   };
-  auto type_of = [&](ValueRef v) -> const ir::TensorType& { return nodes[static_cast<size_t>(v.node)].outputs[static_cast<size_t>(v.index)]; };
+  auto outputs_of = [&](NodeId id) -> const std::vector<ir::TensorType>& {
+    return id < base ? g.node(id).outputs : targets[static_cast<size_t>(id - base)].outputs;
+  };
+  auto type_of = [&](ValueRef v) -> const ir::TensorType& { return outputs_of(v.node)[static_cast<size_t>(v.index)]; };
   for (const auto& tn : r.target.nodes) {
     ir::Node n;
     n.kind = tn.kind;
@@ -474,7 +483,7 @@ Expected<Graph> apply(const GraphIndex& ix, const Rule& r, const Match& m, Rejec
     for (const auto& in : tn.inputs) {
       auto v = target_value(in);
       if (!v) return ctx_as(Rejection::kUnbound, "target input '" + in + "' is unbound");
-      if (v->index >= static_cast<int32_t>(nodes[static_cast<size_t>(v->node)].outputs.size())) return ctx_as(Rejection::kShapeConflict, "target input '" + in + "' has no such output");
+      if (v->index >= static_cast<int32_t>(outputs_of(v->node).size())) return ctx_as(Rejection::kShapeConflict, "target input '" + in + "' has no such output");
       n.inputs.push_back(*v);
       in_types.push_back(type_of(*v));
     }
@@ -497,35 +506,133 @@ Expected<Graph> apply(const GraphIndex& ix, const Rule& r, const Match& m, Rejec
     auto types = ir::infer_types(tn.kind, n.params, in_types);
     if (!types) return ctx_as(Rejection::kShapeConflict, "shape conflict: " + types.error().message);
     n.outputs = std::move(*types);
-    target_ids.emplace_back(tn.id, static_cast<NodeId>(nodes.size()));
-    nodes.push_back(std::move(n));
+    target_ids.emplace_back(tn.id, base + static_cast<NodeId>(targets.size()));
+    targets.push_back(std::move(n));
   }
-  // Redirect every use of a replaced source output to its target value.
-  std::map<ValueRef, ValueRef> redirect;
-  for (const auto& [s, t] : r.outputs) {
-    auto colon = s.find(':');
-    const int p = r.source.index_of(colon == std::string::npos ? s : s.substr(0, colon));
-    const int k = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
+  // Every use of a replaced source output reads its target value instead.
+  auto& redirect = s.redirect;
+  redirect.clear();
+  for (const auto& [src, t] : r.outputs) {
+    auto colon = src.find(':');
+    const int p = r.source.index_of(colon == std::string::npos ? src : src.substr(0, colon));
+    const int k = colon == std::string::npos ? 0 : std::stoi(src.substr(colon + 1));
     ValueRef from{m.nodes[static_cast<size_t>(p)], k};
     auto to = target_value(t);
     if (!to) return ctx_as(Rejection::kUnbound, "output target '" + t + "' is unbound");
     if (type_of(*to) != g.type(from))
-      return ctx_as(Rejection::kShapeConflict, "shape conflict: " + s + " is " + g.type(from).str() + " but " + t + " is " + type_of(*to).str());
-    redirect[from] = *to;
+      return ctx_as(Rejection::kShapeConflict, "shape conflict: " + src + " is " + g.type(from).str() + " but " + t + " is " + type_of(*to).str());
+    redirect.emplace_back(from, *to);
   }
-  for (NodeId i = 0; i < base; ++i)
-    for (auto& in : nodes[static_cast<size_t>(i)].inputs) {
-      auto it = redirect.find(in);
-      if (it != redirect.end()) in = it->second;
+  auto redirected = [&](ValueRef v) {
+    for (const auto& [from, to] : redirect)
+      if (from == v) return to;
+    return v;
+  };
+  auto inputs_of = [&](size_t i) -> const std::vector<ValueRef>& {
+    return i < static_cast<size_t>(base) ? g.node(static_cast<NodeId>(i)).inputs : targets[i - static_cast<size_t>(base)].inputs;
+  };
+  // Only the existing nodes are redirected: a target node reads exactly what the target pattern says.
+  auto source_of = [&](size_t i, ValueRef in) {
+    return static_cast<size_t>((i < static_cast<size_t>(base) ? redirected(in) : in).node);
+  };
+  // Topological order, lowest index first among ready nodes (ir::topo_sorted's order), as an
+  // adjacency in compressed rows.
+  const size_t n = g.size() + targets.size();
+  s.indeg.assign(n, 0);
+  s.succ_start.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : inputs_of(i)) {
+      const auto src = source_of(i, in);
+      ++s.indeg[i];
+      ++s.succ_start[src + 1];
     }
-  std::vector<ir::GraphOutput> outputs = g.outputs();
-  for (auto& o : outputs) {
-    auto it = redirect.find(o.value);
-    if (it != redirect.end()) o.value = it->second;
+  for (size_t i = 0; i < n; ++i) s.succ_start[i + 1] += s.succ_start[i];
+  s.succ.resize(s.succ_start[n]);
+  s.fill.assign(s.succ_start.begin(), s.succ_start.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : inputs_of(i)) s.succ[static_cast<size_t>(s.fill[source_of(i, in)]++)] = static_cast<int32_t>(i);
+  s.ready.clear();
+  auto push = [&](int32_t i) {
+    s.ready.push_back(i);
+    std::push_heap(s.ready.begin(), s.ready.end(), std::greater<>());
+  };
+  for (size_t i = 0; i < n; ++i)
+    if (s.indeg[i] == 0) push(static_cast<int32_t>(i));
+  s.order.clear();
+  while (!s.ready.empty()) {
+    std::pop_heap(s.ready.begin(), s.ready.end(), std::greater<>());
+    const int32_t i = s.ready.back();
+    s.ready.pop_back();
+    s.order.push_back(i);
+    for (int32_t k = s.succ_start[static_cast<size_t>(i)]; k < s.succ_start[static_cast<size_t>(i) + 1]; ++k)
+      if (--s.indeg[static_cast<size_t>(s.succ[static_cast<size_t>(k)])] == 0) push(s.succ[static_cast<size_t>(k)]);
   }
-  auto sorted = ir::topo_sorted(std::move(nodes), outputs, g.meta());
-  if (!sorted) return ctx_as(Rejection::kCycle, "the rewrite would create a cycle");
-  return ir::remove_dead_nodes(std::move(*sorted));
+  if (s.order.size() != n) return ctx_as(Rejection::kCycle, "the rewrite would create a cycle");
+  // Keep what an output depends on, and every graph input (ir::remove_dead_nodes).
+  s.live.assign(n, 0);
+  s.outputs = g.outputs();
+  for (auto& o : s.outputs) {
+    o.value = redirected(o.value);
+    s.live[static_cast<size_t>(o.value.node)] = 1;
+  }
+  for (size_t k = n; k-- > 0;) {
+    const auto i = static_cast<size_t>(s.order[k]);
+    if (i < static_cast<size_t>(base) && g.node(static_cast<NodeId>(i)).kind == OpKind::kInput) s.live[i] = 1;
+    if (!s.live[i]) continue;
+    for (const auto& in : inputs_of(i)) s.live[source_of(i, in)] = 1;
+  }
+  s.remap.assign(n, -1);
+  NodeId next = 0;
+  for (auto i : s.order)
+    if (s.live[static_cast<size_t>(i)]) s.remap[static_cast<size_t>(i)] = next++;
+  for (auto& o : s.outputs) o.value.node = s.remap[static_cast<size_t>(o.value.node)];
+  return Status{};
+}
+
+// Writes the planned result into out, copy-assigning each kept node into out's existing slots so
+// that their strings and vectors are reused.
+void build_rewrite(const Graph& g, ApplyScratch& s, Graph& out) {
+  const auto base = static_cast<int32_t>(g.size());
+  size_t kept = 0;
+  for (auto i : s.order) kept += s.live[static_cast<size_t>(i)] != 0;
+  out.resize_nodes(kept);
+  for (auto i : s.order) {
+    const auto to = s.remap[static_cast<size_t>(i)];
+    if (to < 0) continue;
+    ir::Node& dst = out.mutable_node(to);
+    dst = i < base ? g.node(i) : s.targets[static_cast<size_t>(i - base)];
+    for (auto& in : dst.inputs) {
+      if (i < base)
+        for (const auto& [from, redirected_to] : s.redirect)
+          if (from == in) {
+            in = redirected_to;
+            break;
+          }
+      in.node = s.remap[static_cast<size_t>(in.node)];
+    }
+  }
+  out.set_outputs(s.outputs);
+  out.meta() = g.meta();
+}
+
+}  // namespace
+
+Expected<Graph> apply(const Graph& g, const Rule& r, const Match& m) { return apply(GraphIndex(g), r, m); }
+
+Expected<Graph> apply(const GraphIndex& ix, const Rule& r, const Match& m, Rejection* why) {
+  ApplyScratch s;
+  auto planned = plan_rewrite(ix, r, m, s, why);
+  if (!planned) return planned.error();
+  Graph out;
+  build_rewrite(ix.graph, s, out);
+  return out;
+}
+
+Status apply_into(const GraphIndex& ix, const Rule& r, const Match& m, Graph& out, ApplyScratch& scratch, Rejection* why) {
+  auto planned = plan_rewrite(ix, r, m, scratch, why);
+  if (!planned) return planned.error();
+  build_rewrite(ix.graph, scratch, out);
+  return Status{};
 }
 
 }  // namespace rlflow::rules

@@ -3,6 +3,7 @@
 #include <deque>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "coster.h"
 #include "rlflow/search/optimizer.h"
@@ -29,14 +30,9 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-struct Candidate {
-  Graph graph;
-  rules::Match match;
-  int rule = -1;
-};
-
-// A search state stored as a delta from its parent; the graph itself is kept only while it is
-// needed (frontier, or as the best so far) and re-derived by replay otherwise.
+// A search state stored as a delta from its parent (rule and match); its graph is held only while
+// it is needed (the root always; expanded states while memory allows) and re-derived by replaying
+// deltas from the nearest ancestor that holds one otherwise.
 struct State {
   int parent = -1;
   int rule = -1;
@@ -53,9 +49,11 @@ class Engine {
 
   bool out_of_time() const { return limits_.time_limit_s > 0 && since(t0_) > limits_.time_limit_s; }
 
-  // Every applicable rewrite of g, in rule order then location order.
-  std::vector<Candidate> expand(const Graph& g) {
-    std::vector<Candidate> out;
+  // Every applicable rewrite of g, in rule order then location order: visit(rule, match, child)
+  // sees each child graph. The child is rebuilt in place in one scratch graph (rules::apply_into),
+  // so it is only valid during the call; a strategy keeps the match (a delta), or copies the graph.
+  template <class Visit>
+  Status expand(const Graph& g, Visit&& visit) {
     rules::MatchOptions mo;
     mo.max_matches = limits_.max_locations;
     mo.rejections = &report_.rejections;
@@ -70,19 +68,19 @@ class Engine {
       for (auto& m : matches) {
         auto ta = Clock::now();
         rules::Rejection why = rules::Rejection::kNone;
-        auto next = rules::apply(index, *rules_[r], m, &why);
+        auto built = rules::apply_into(index, *rules_[r], m, child_, scratch_, &why);
         report_.seconds_apply += since(ta);
-        if (!next) {
+        if (!built) {
           ++report_.rejected;
           ++report_.rejections[static_cast<size_t>(why)];
           continue;
         }
         ++report_.generated;
-        out.push_back({std::move(*next), std::move(m), static_cast<int>(r)});
+        RLFLOW_TRY_STATUS(visit(static_cast<int>(r), std::move(m), static_cast<const Graph&>(child_)));
       }
       if (out_of_time()) break;
     }
-    return out;
+    return Status{};
   }
 
   Expected<double> cost(const Graph& g) {
@@ -111,30 +109,39 @@ class Engine {
     return g;
   }
 
-  // Index of an equal state already seen, or -1. Equal hash, then structural comparison.
-  Expected<int> find_seen(const Graph& g, uint64_t h) {
-    auto it = seen_.find(h);
-    if (it == seen_.end()) return -1;
-    for (int s : it->second) {
-      auto other = materialize(s);
-      if (!other) return other.error();
-      if (ir::structurally_equal(**other, g)) return s;
-    }
-    return -1;
-  }
+  // Whether a graph with this structural hash was seen. The 64-bit hash is trusted: with 10^6
+  // states a collision has odds below 10^-7, and one would only prune a child, never change what
+  // any graph computes (the best graph is rebuilt by replay and verified).
+  bool seen(uint64_t h) const { return seen_.count(h) != 0; }
 
   int add_state(State st) {
+    delta_bytes_ += static_cast<int64_t>(sizeof(State) + st.match.nodes.size() * sizeof(ir::NodeId) + st.match.rule.capacity());
+    seen_.insert(st.hash);
     states_.push_back(std::move(st));
-    const int id = static_cast<int>(states_.size()) - 1;
-    seen_[states_.back().hash].push_back(id);
     report_.unique_graphs = static_cast<int64_t>(states_.size());
-    return id;
+    note_memory();
+    return static_cast<int>(states_.size()) - 1;
   }
 
+  // Holds a state's graph; beyond the memory cap the oldest held graphs (never the root's) are
+  // released again and replayed when needed.
   void hold(int s, std::shared_ptr<const Graph> g) {
+    if (states_[static_cast<size_t>(s)].graph) return;
     held_bytes_ += detail::approx_graph_bytes(*g);
     states_[static_cast<size_t>(s)].graph = std::move(g);
-    report_.peak_state_bytes = std::max(report_.peak_state_bytes, held_bytes_);
+    held_order_.push_back(s);
+    note_memory();
+    fit_memory();
+  }
+  // Releases the oldest held graphs until the graphs and deltas fit the cap; false when they
+  // cannot (only the root and the deltas are left).
+  bool fit_memory() {
+    while (over_memory() && !held_order_.empty()) {
+      const int old = held_order_.front();
+      held_order_.pop_front();
+      release(old);
+    }
+    return !over_memory();
   }
   void release(int s) {
     auto& g = states_[static_cast<size_t>(s)].graph;
@@ -142,7 +149,7 @@ class Engine {
     held_bytes_ -= detail::approx_graph_bytes(*g);
     g.reset();
   }
-  bool over_memory() const { return held_bytes_ > limits_.memory_bytes; }
+  bool over_memory() const { return held_bytes_ + delta_bytes_ > limits_.memory_bytes; }
 
   // The result for the best state. A best graph that cannot be rebuilt by replay is an error, never
   // the input graph reported next to the best state's steps.
@@ -173,13 +180,18 @@ class Engine {
   Report report_;
 
  private:
+  void note_memory() { report_.peak_state_bytes = std::max(report_.peak_state_bytes, held_bytes_ + delta_bytes_); }
+
   const std::vector<const rules::Rule*>& rules_;
   detail::Coster coster_;
   const Limits& limits_;
   const Progress& progress_;
   Clock::time_point t0_, last_tick_ = Clock::now();
-  std::unordered_map<uint64_t, std::vector<int>> seen_;
-  int64_t held_bytes_ = 0;
+  std::unordered_set<uint64_t> seen_;
+  std::deque<int> held_order_;
+  int64_t held_bytes_ = 0, delta_bytes_ = 0;
+  Graph child_;
+  rules::ApplyScratch scratch_;
 };
 
 bool better(double a, double b) { return a < b - 1e-12 * std::max(1.0, std::abs(b)); }
@@ -193,28 +205,34 @@ class Greedy : public Optimizer {
     Engine e(rules_, model_, limits, progress_);
     auto c0 = e.cost(g);
     if (!c0) return c0.error();
-    int cur = e.add_state({-1, -1, {}, *c0, g.hash(), std::make_shared<const Graph>(g)});
+    int cur = e.add_state({-1, -1, {}, *c0, g.hash(), nullptr});
+    e.hold(cur, std::make_shared<const Graph>(g));
+    Graph best_graph;
     while (true) {
       if (e.report_.expanded >= limits.budget) return e.finish(cur, StopReason::kBudget);
       if (e.out_of_time()) return e.finish(cur, StopReason::kTimeLimit);
-      auto cands = e.expand(*e.states_[static_cast<size_t>(cur)].graph);
-      int best = -1;
+      auto graph = e.materialize(cur);
+      if (!graph) return graph.error();
+      int best_rule = -1;
+      rules::Match best_match;
       double best_cost = e.states_[static_cast<size_t>(cur)].cost;
-      for (size_t i = 0; i < cands.size(); ++i) {
-        auto c = e.cost(cands[i].graph);
+      auto expanded = e.expand(**graph, [&](int rule, rules::Match m, const Graph& child) -> Status {
+        auto c = e.cost(child);
         if (!c) return c.error();
         if (better(*c, best_cost)) {
           best_cost = *c;
-          best = static_cast<int>(i);
+          best_rule = rule;
+          best_match = std::move(m);
+          best_graph = child;  // copy-assigned: reuses best_graph's storage
         }
-      }
+        return Status{};
+      });
+      if (!expanded) return expanded.error();
       e.tick(best_cost);
-      if (best < 0) return e.finish(cur, StopReason::kConverged);
-      auto& cb = cands[static_cast<size_t>(best)];
-      const uint64_t h = cb.graph.hash();
-      int next = e.add_state({cur, cb.rule, cb.match, best_cost, h, nullptr});
-      e.hold(next, std::make_shared<const Graph>(std::move(cb.graph)));
+      if (best_rule < 0) return e.finish(cur, StopReason::kConverged);
+      int next = e.add_state({cur, best_rule, std::move(best_match), best_cost, best_graph.hash(), nullptr});
       e.release(cur);
+      e.hold(next, std::make_shared<const Graph>(best_graph));
       cur = next;
     }
   }
@@ -269,41 +287,30 @@ class Taso : public Optimizer {
       --frontier;
       auto graph = e.materialize(s);
       if (!graph) return graph.error();
-      auto cands = e.expand(**graph);
-      if (s != best) e.release(s);
-      for (auto& cnd : cands) {
-        const uint64_t h = cnd.graph.hash();
-        auto dup = e.find_seen(cnd.graph, h);
-        if (!dup) return dup.error();
-        if (*dup >= 0) {
+      e.hold(s, *graph);  // its children replay from it
+      // Children are kept as deltas: their graph is rebuilt only if they are popped in turn.
+      auto expanded = e.expand(**graph, [&](int rule, rules::Match m, const Graph& child) -> Status {
+        const uint64_t h = child.hash();
+        if (e.seen(h)) {
           ++e.report_.pruned;
-          continue;
+          return Status{};
         }
-        auto c = e.cost(cnd.graph);
+        auto c = e.cost(child);
         if (!c) return c.error();
         const bool keep = bfs_ || *c < alpha_ * e.states_[static_cast<size_t>(best)].cost;
-        int id = e.add_state({s, cnd.rule, std::move(cnd.match), *c, h, nullptr});
         const bool improves = better(*c, e.states_[static_cast<size_t>(best)].cost);
-        if (keep || improves) e.hold(id, std::make_shared<const Graph>(std::move(cnd.graph)));
-        if (improves) {
-          if (best != root && best != s) e.release(best);
-          best = id;
-        }
+        int id = e.add_state({s, rule, std::move(m), *c, h, nullptr});
+        if (improves) best = id;
         if (keep) {
           push(id);
           ++frontier;
         } else {
           ++e.report_.pruned;
-          if (id != best) e.release(id);
         }
-        if (e.over_memory()) {
-          // Drop stored graphs of queued states (they stay queued as deltas and are replayed
-          // when popped); stop only if that is not enough.
-          for (int q = 1; q < static_cast<int>(e.states_.size()) && e.over_memory(); ++q)
-            if (q != best) e.release(q);
-          if (e.over_memory()) return e.finish(best, StopReason::kMemoryLimit);
-        }
-      }
+        return Status{};
+      });
+      if (!expanded) return expanded.error();
+      if (!e.fit_memory()) return e.finish(best, StopReason::kMemoryLimit);
       e.report_.peak_states = std::max(e.report_.peak_states, frontier);
       e.tick(e.states_[static_cast<size_t>(best)].cost);
     }

@@ -172,6 +172,27 @@ TEST(Signature, FlopsMatchNodeFlops) {
   }
 }
 
+TEST(Signature, HashOfTheGraphNodeEqualsTheBuiltSignaturesHash) {
+  // The memo keys costs by hash_of (no allocation); caches and recorded tables key by hash().
+  ir::GraphBuilder b;
+  auto x = b.input("x", {ir::DType::kFloat32, {2, 8, 32}});
+  auto w = b.weight("w", ir::random_tensor({32, 16}, 3));
+  auto m = b.matmul(x, w);
+  auto t = b.op(OpKind::kTranspose, {m}, ir::TransposeParams{{0, 2, 1}});
+  auto s = b.op(OpKind::kSoftmax, {t}, ir::AxisParams{2});
+  b.output(s, "y");
+  int checked = 0;
+  for (const auto& g : {small_cnn(8), small_cnn(4, ir::Activation::kRelu), std::move(b).build()}) {
+    const auto constant = constant_nodes(g);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const auto id = static_cast<ir::NodeId>(i);
+      EXPECT_EQ(OpSignature::hash_of(g, id, constant), OpSignature::of(g, id, constant).hash()) << ir::node_label(g, id);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 TEST(Signature, HashIgnoresIdsAndSeesEverythingElse) {
   const auto g1 = small_cnn(8);
   // The same conv in a graph with an extra leading node: different ids, equal signature.

@@ -23,6 +23,8 @@ struct OpSignature {
   // The same, with constness precomputed by constant_nodes(g) (one pass for a whole graph).
   static OpSignature of(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant);
   uint64_t hash() const;  // stable across runs: the cache key together with the device
+  // of(g, id, constant).hash(), without building the signature (no allocation): memo lookups.
+  static uint64_t hash_of(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant);
   std::string str() const;
   bool operator==(const OpSignature&) const = default;
 };
@@ -65,8 +67,9 @@ using CostProgress = std::function<void(size_t done, size_t total)>;
 // Per-node costs of every op node (inputs and weights are skipped), in node order. Every cost is
 // checked (finite, >= 0) and an error names the node.
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const CostProgress& progress = {});
-// The same accounting with op costs from `price` (e.g. a memo in front of `model`).
-using OpPricer = std::function<Expected<double>(const OpSignature&)>;
+// The same accounting with op costs from `price` (e.g. a memo in front of `model`), which gets
+// the node and the graph's constness (OpSignature::of / hash_of build or key its signature).
+using OpPricer = std::function<Expected<double>(const ir::Graph& g, ir::NodeId id, const std::vector<bool>& constant)>;
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price,
                                            const CostProgress& progress = {});
 // The sum of node costs, in milliseconds.

@@ -56,6 +56,10 @@ class Graph {
   // Appends a node; its inputs must refer to existing nodes. Returns its id.
   NodeId add(Node n);
   void reserve(size_t nodes) { nodes_.reserve(nodes); }
+  // For rewriters that rebuild a graph in place (rules::apply_into): resizes the node list, keeping
+  // the remaining nodes' storage for reuse. The caller must then leave the nodes topologically
+  // ordered with valid inputs, as add() would.
+  void resize_nodes(size_t n) { nodes_.resize(n); }
   void add_output(ValueRef v, std::string name) { outputs_.push_back({v, std::move(name)}); }
   void set_outputs(std::vector<GraphOutput> outs) { outputs_ = std::move(outs); }
 

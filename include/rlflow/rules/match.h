@@ -72,4 +72,20 @@ Expected<Bindings> check_match(const GraphIndex& index, const Rule& r, const Mat
 Expected<ir::Graph> apply(const ir::Graph& g, const Rule& r, const Match& m);
 Expected<ir::Graph> apply(const GraphIndex& index, const Rule& r, const Match& m, Rejection* why = nullptr);
 
+// Working storage for apply_into, reused from one rewrite to the next.
+struct ApplyScratch {
+  std::vector<ir::Node> targets;
+  std::vector<std::pair<ir::ValueRef, ir::ValueRef>> redirect;
+  std::vector<ir::GraphOutput> outputs;
+  std::vector<int32_t> indeg, succ_start, succ, fill, ready, order;
+  std::vector<char> live;
+  std::vector<ir::NodeId> remap;
+};
+
+// The same rewrite as apply, written into `out` in place: out's nodes are overwritten by
+// copy-assignment, so a search that rewrites one graph many times into the same `out` reuses
+// their storage instead of allocating a graph per candidate. On error `out` is unspecified.
+Status apply_into(const GraphIndex& index, const Rule& r, const Match& m, ir::Graph& out, ApplyScratch& scratch,
+                  Rejection* why = nullptr);
+
 }  // namespace rlflow::rules

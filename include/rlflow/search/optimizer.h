@@ -27,13 +27,13 @@ std::string_view stop_reason_name(StopReason r);
 struct Report {
   int64_t expanded = 0;        // graphs whose rewrites were enumerated
   int64_t generated = 0;       // rewrites applied
-  int64_t unique_graphs = 0;   // distinct graphs seen (structural hash, compared on collision)
+  int64_t unique_graphs = 0;   // distinct graphs seen, by 64-bit structural hash (trusted; see search.cpp)
   int64_t pruned = 0;          // children dropped by the strategy (alpha, duplicates)
   int64_t rejected = 0;        // matches apply() refused
   // Refusals by reason (rules::Rejection): complete placements the matcher refused, and apply()'s.
   rules::RejectionCounts rejections{};
   int64_t peak_states = 0;     // states held at once
-  int64_t peak_state_bytes = 0;
+  int64_t peak_state_bytes = 0;  // held graphs plus the states stored as deltas
   double seconds_match = 0, seconds_apply = 0, seconds_cost = 0, seconds_total = 0;
 };
 
