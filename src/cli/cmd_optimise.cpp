@@ -224,6 +224,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   std::unique_ptr<cost::CostModel> model;
   search::Result* result = nullptr;
   SearchOutcome outcome;
+  std::string no_predicted_gain;  // why no candidate is left (all predicted no faster than the input)
   double t_search = 0;
   if (o.search != "none") {
     auto found = run_search(o, *target, start, !g.json);
@@ -250,6 +251,14 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       if (!c) return report_error(g, c.error());
       before_ms = *c;
     }
+    // Only a graph predicted faster than the input is worth measuring or writing: the composites
+    // the search started from may cost more than the input's chains under this model.
+    const size_t proposed = cands.size();
+    cands.erase(std::remove_if(cands.begin(), cands.end(), [&](const Candidate& c) { return !(c.predicted_ms < before_ms); }),
+                cands.end());
+    if (cands.empty() && proposed > 0)
+      no_predicted_gain = "no rewritten graph is predicted faster than the input under the " + outcome.kind + " cost (" +
+                          std::to_string(r.best_cost) + " ms at best, " + std::to_string(before_ms) + " ms for the input)";
     cost_json = {{"model", outcome.kind}, {"before_ms", before_ms}, {"after_ms", r.best_cost},
                  {"speedup", r.best_cost > 0 ? before_ms / r.best_cost : 1.0}, {"predicted", true},
                  {"known_error", known_error(*outcome.model)}};
@@ -274,7 +283,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     spdlog::info("search {}: cost {:.4f} -> {:.4f} ms in {:.2f}s ({})", o.search, r.initial_cost, r.best_cost, t_search,
                  search::stop_reason_name(r.stop));
   }
-  const bool rewritten = result && (!result->steps.empty() || composites.total() > 0);
+  const bool rewritten = result && (!result->steps.empty() || composites.total() > 0) && no_predicted_gain.empty();
 
   // Measuring: only a rewritten graph needs it, and never under --deterministic unless asked.
   std::unique_ptr<bench::Runner> runner;
@@ -282,7 +291,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   json measured = nullptr;
   std::string not_measured;  // why the result is only predicted
   const bool want_measure = rewritten && (o.measure == "on" || (o.measure == "auto" && !o.deterministic));
-  if (!rewritten) not_measured = "no rewrite was applied";
+  if (!rewritten) not_measured = no_predicted_gain.empty() ? "no rewrite was applied" : "no rewritten graph is predicted faster than the input";
   else if (!want_measure) not_measured = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
   else if (!target->measurable) not_measured = target->why_not;
   else {
@@ -389,7 +398,9 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   std::string kept_reason;
   if (!chosen) {
     // Nothing rewritten, or every candidate measured slower: the input's graph is written as it is.
-    if (!unverifiable.empty())
+    if (!no_predicted_gain.empty())
+      kept_reason = no_predicted_gain;
+    else if (!unverifiable.empty())
       kept_reason = "the rewritten graph cannot be verified (" + unverifiable + "), and only a verified graph is written";
     else if (rewritten)
       kept_reason = "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +

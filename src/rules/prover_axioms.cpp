@@ -40,6 +40,7 @@ const FnSpec kFunctions[] = {
     {"GAP", "T", 'T'},            // GlobalAveragePool
     {"Clip", "TRR", 'T'},
     {"SMul", "TR", 'T'},          // ScalarMul
+    {"SVal", "T", 'R'},           // the value of a rank-0 tensor
     {"Cast", "TI", 'T'},
     {"Add", "TT", 'T'},
     {"Sub", "TT", 'T'},
@@ -288,6 +289,13 @@ std::vector<Ax> build_axioms() {
   add("smul_as_mul", "arithmetic",
       forall("(x T) (f Int) (s L) (d Int) (v Real)", "(=> (and (= f 0) (= s nil)) (= (Mul x (Const f s d v)) (SMul x v)))", {"(Mul x (Const f s d v))"}),
       "Multiplying by a rank-0 constant tensor of value v is scalar multiplication by v.");
+
+  add("div_rank0", "arithmetic",
+      forall("(x T) (c T)", "(=> (= (rank c) 0) (= (Div x c) (SMul x (/ 1.0 (SVal c)))))", {"(Div x c)"}),
+      "Dividing by a rank-0 tensor of value v is scalar multiplication by 1/v (reals; a zero divisor is not modelled, as "
+      "everywhere in this theory).");
+  add("mul_rank0", "arithmetic", forall("(x T) (c T)", "(=> (= (rank c) 0) (= (Mul x c) (SMul x (SVal c))))", {"(Mul x c)"}),
+      "Multiplying by a rank-0 tensor of value v is scalar multiplication by v.");
 
   // ---- activations ----
   add("relu_idem", "activations", forall("(x T)", "(= (Relu (Relu x)) (Relu x))", {"(Relu (Relu x))"}), "relu(relu(x)) = relu(x).");

@@ -230,6 +230,49 @@ TEST(Rules, MergeMatMulsThenBiasAdds) {
   expect_equivalent(g, *g3);
 }
 
+// Div/Mul nodes whose inputs are not all constant: what still runs after export's constant folding.
+int runtime_count(const Graph& g, OpKind k) {
+  const auto constant = constant_nodes(g);
+  int n = 0;
+  for (size_t i = 0; i < g.size(); ++i) n += g.node(static_cast<NodeId>(i)).kind == k && !constant[i];
+  return n;
+}
+
+TEST(Rules, AttentionScaleFoldsIntoTheQueryProjection) {
+  // BERT's export: scores = Transpose(Reshape(bias + x·Wq)) · Kᵀ / 8, the bias first as torch writes it.
+  for (OpKind scale : {OpKind::kDiv, OpKind::kMul}) {
+    GraphBuilder b;
+    auto x = b.input("x", {DType::kFloat32, {1, 6, 8}});
+    auto kt = b.input("kt", {DType::kFloat32, {1, 2, 4, 6}});
+    auto q = b.add(b.weight("bq", random_tensor({8}, 21)), b.matmul(x, b.weight("wq", random_tensor({8, 8}, 20))));
+    q = b.op(OpKind::kReshape, {q}, ReshapeParams{{1, 6, 2, 4}});
+    q = b.op(OpKind::kTranspose, {q}, TransposeParams{{0, 2, 1, 3}});
+    auto scores = b.op(scale, {b.matmul(q, kt), b.weight("c", Tensor::scalar_f32(scale == OpKind::kDiv ? 2.0f : 0.5f))});
+    b.output(b.op(OpKind::kSoftmax, {scores}, AxisParams{3}), "p");
+    Graph g = b.build();
+    const auto& r = rule(scale == OpKind::kDiv ? "attention_scale_div_fold" : "attention_scale_mul_fold");
+    auto ms = rules::find_matches(g, r);
+    ASSERT_EQ(ms.size(), 1u) << op_name(scale);
+    auto g2 = rules::apply(g, r, ms[0]);
+    ASSERT_TRUE(g2.ok()) << g2.error().message;
+    EXPECT_EQ(runtime_count(g, scale), 1);
+    EXPECT_EQ(runtime_count(*g2, scale), 0) << "the scale is left only on constants";
+    expect_equivalent(g, *g2);
+  }
+}
+
+TEST(Rules, AttentionScaleFoldsIntoABiasFreeProjection) {
+  auto g = onnxio::import_model_file(RLFLOW_SOURCE_DIR "/tests/data/tiny_attention.onnx", {});
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  const auto& r = rule("attention_scale_div_fold_nobias");
+  auto ms = rules::find_matches(*g, r);
+  ASSERT_EQ(ms.size(), 1u);
+  auto g2 = rules::apply(*g, r, ms[0]);
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(runtime_count(*g2, OpKind::kDiv), runtime_count(*g, OpKind::kDiv) - 1);
+  expect_equivalent(*g, *g2);
+}
+
 TEST(Rules, TransposePairCollapsesToIdentityAndIsRemoved) {
   GraphBuilder b;
   auto x = b.input("x", {DType::kFloat32, {2, 3, 4}});
