@@ -423,6 +423,28 @@ std::vector<Ax> build_axioms() {
       "Reshapes keep the row-major element order, so only the last one matters.");
   add("reshape_identity", "transpose/reshape", forall("(x T) (s L)", "(=> (= s (shape x)) (= (Reshape x s) x))", {"(Reshape x s)"}),
       "Reshaping to the shape a tensor already has changes nothing.");
+  for (int r = 1; r <= 6; ++r) {
+    std::string same = "(= (len s) " + std::to_string(r) + ") (= (rank x) " + std::to_string(r) + ")";
+    for (int i = 0; i < r; ++i) same += " (= (nth s " + std::to_string(i) + ") (dim x " + std::to_string(i) + "))";
+    add("reshape_identity_rank" + std::to_string(r), "transpose/reshape",
+        forall("(x T) (s L)", "(=> (and " + same + ") (= (Reshape x s) x))", {"(Reshape x s)"}),
+        "reshape_identity with the shape compared extent by extent, for a tensor of rank " + std::to_string(r) +
+            " whose shape is only known through its extents (lists are compared element-wise).");
+  }
+  add("matmul_reshape_rows", "transpose/reshape",
+      forall("(x T) (w T) (s L)",
+             "(=> (and (= (rank w) 2) (>= (rank x) 2) (>= (len s) 2) (= (nth s (- (len s) 1)) (dim x (- (rank x) 1)))) "
+             "(= (MatMul (Reshape x s) w) (Reshape (MatMul x w) (lset s (- (len s) 1) (dim w 1)))))",
+             {"(MatMul (Reshape x s) w)"}),
+      "A product by a matrix acts on each row (the last axis) alone, so regrouping the rows by a Reshape that keeps the "
+      "last axis commutes with it; the result's last extent becomes the matrix's column count.");
+  add("add_bias_reshape", "transpose/reshape",
+      forall("(a T) (b T) (s L)",
+             "(=> (and (= (rank b) 1) (>= (rank a) 1) (>= (len s) 1) (= (nth s (- (len s) 1)) (dim a (- (rank a) 1))) "
+             "(or (= (dim b 0) 1) (= (dim b 0) (dim a (- (rank a) 1))))) (= (Add (Reshape a s) b) (Reshape (Add a b) s)))",
+             {"(Add (Reshape a s) b)"}),
+      "A bias over the last axis (or a single value) is added to every row alike, so it commutes with a Reshape that keeps "
+      "the last axis.");
 
   // ---- MatMul ----
   add("matmul_assoc", "matmul", forall("(a T) (b T) (c T)", "(= (MatMul (MatMul a b) c) (MatMul a (MatMul b c)))", {"(MatMul (MatMul a b) c)", "(MatMul a (MatMul b c))"}),

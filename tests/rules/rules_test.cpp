@@ -238,18 +238,40 @@ int runtime_count(const Graph& g, OpKind k) {
   return n;
 }
 
-TEST(Rules, AttentionScaleFoldsIntoTheQueryProjection) {
-  // BERT's export: scores = Transpose(Reshape(bias + x·Wq)) · Kᵀ / 8, the bias first as torch writes it.
+// BERT's export: scores = Transpose(Reshape(bias + x·Wq)) · Kᵀ / 8 (or · 0.125), the bias first as torch writes it.
+Graph bert_scores(OpKind scale) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 6, 8}});
+  auto kt = b.input("kt", {DType::kFloat32, {1, 2, 4, 6}});
+  auto q = b.add(b.weight("bq", random_tensor({8}, 21)), b.matmul(x, b.weight("wq", random_tensor({8, 8}, 20))));
+  q = b.op(OpKind::kReshape, {q}, ReshapeParams{{1, 6, 2, 4}});
+  q = b.op(OpKind::kTranspose, {q}, TransposeParams{{0, 2, 1, 3}});
+  auto scores = b.op(scale, {b.matmul(q, kt), b.weight("c", Tensor::scalar_f32(scale == OpKind::kDiv ? 2.0f : 0.5f))});
+  b.output(b.op(OpKind::kSoftmax, {scores}, AxisParams{3}), "p");
+  return std::move(b).build();
+}
+
+TEST(Rules, AttentionScaleFoldsIntoAQueryProjectionInGemmForm) {
   for (OpKind scale : {OpKind::kDiv, OpKind::kMul}) {
-    GraphBuilder b;
-    auto x = b.input("x", {DType::kFloat32, {1, 6, 8}});
-    auto kt = b.input("kt", {DType::kFloat32, {1, 2, 4, 6}});
-    auto q = b.add(b.weight("bq", random_tensor({8}, 21)), b.matmul(x, b.weight("wq", random_tensor({8, 8}, 20))));
-    q = b.op(OpKind::kReshape, {q}, ReshapeParams{{1, 6, 2, 4}});
-    q = b.op(OpKind::kTranspose, {q}, TransposeParams{{0, 2, 1, 3}});
-    auto scores = b.op(scale, {b.matmul(q, kt), b.weight("c", Tensor::scalar_f32(scale == OpKind::kDiv ? 2.0f : 0.5f))});
-    b.output(b.op(OpKind::kSoftmax, {scores}, AxisParams{3}), "p");
-    Graph g = b.build();
+    Graph g = bert_scores(scale);
+    auto gm = rules::find_matches(g, rule("matmul_bias_to_gemm_3d"));
+    ASSERT_EQ(gm.size(), 1u);
+    auto g2 = rules::apply(g, rule("matmul_bias_to_gemm_3d"), gm[0]);
+    ASSERT_TRUE(g2.ok()) << g2.error().message;
+    const auto& r = rule(scale == OpKind::kDiv ? "attention_scale_div_fold_gemm" : "attention_scale_mul_fold_gemm");
+    auto ms = rules::find_matches(*g2, r);
+    ASSERT_EQ(ms.size(), 1u) << op_name(scale);
+    auto g3 = rules::apply(*g2, r, ms[0]);
+    ASSERT_TRUE(g3.ok()) << g3.error().message;
+    EXPECT_EQ(runtime_count(*g3, scale), 0);
+    EXPECT_EQ(count(*g3, OpKind::kReshape), count(*g2, OpKind::kReshape) - 1);
+    expect_equivalent(g, *g3);
+  }
+}
+
+TEST(Rules, AttentionScaleFoldsIntoTheQueryProjection) {
+  for (OpKind scale : {OpKind::kDiv, OpKind::kMul}) {
+    Graph g = bert_scores(scale);
     const auto& r = rule(scale == OpKind::kDiv ? "attention_scale_div_fold" : "attention_scale_mul_fold");
     auto ms = rules::find_matches(g, r);
     ASSERT_EQ(ms.size(), 1u) << op_name(scale);
