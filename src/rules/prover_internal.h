@@ -47,7 +47,7 @@ class Signature {
   std::map<std::string, z3::func_decl> fns_;
 };
 
-// The axioms: name, group, SMT-LIB statement (against Signature::parse's vocabulary), reason.
+const AxiomFile& axiom_file();  // the embedded configs/rules/axioms.smt2, parsed once
 const std::vector<AxiomInfo>& axiom_table_impl();
 
 // Every axiom, parsed against the vocabulary.

@@ -44,6 +44,16 @@ struct AxiomInfo {
 };
 const std::vector<AxiomInfo>& prover_axioms();
 
+// configs/rules/axioms.smt2 (the format is in its header and in configs/rules/AXIOMS.md): the shared
+// macros, then every axiom. Throws std::runtime_error naming the line of a malformed entry (no
+// name, group, why or SMT-LIB text; a name defined twice). The build embeds the file; this also
+// reads a copy, so tests can check that the embedded axioms are the file's.
+struct AxiomFile {
+  std::string preamble;
+  std::vector<AxiomInfo> axioms;
+};
+AxiomFile parse_axiom_file(const std::string& text);
+
 // The status a rule gets from a numeric check (ok or not) and an optional proof: a failed numeric
 // check refutes; a proof upgrades a numeric pass to proved.
 VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);
