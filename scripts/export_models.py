@@ -207,6 +207,8 @@ ZOO: Dict[str, ZooEntry] = {
         _tv("inception_v3", aux_logits=False, init_weights=True), "input", (1, 3, 299, 299), 13
     ),
     "squeezenet1_1": ZooEntry(_tv("squeezenet1_1"), "input", (1, 3, 224, 224), 13),
+    # HardSwish and HardSigmoid (squeeze-excitation); at opset 13 HardSwish is x * HardSigmoid(x).
+    "mobilenet_v3_small": ZooEntry(_tv("mobilenet_v3_small"), "input", (1, 3, 224, 224), 13),
     "vit_b_16": ZooEntry(_tv("vit_b_16"), "input", (1, 3, 224, 224), 17),
     "bert_base": ZooEntry(build_bert_base, "hidden_states", (1, 128, 768), 17),
     "transformer_encoder": ZooEntry(build_transformer_encoder, "src", (1, 128, 512), 13),

@@ -213,10 +213,14 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   ir::CompositeStats composites;
   const ir::Graph start = o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites) : *original;
   if (composites.total() > 0)
-    spdlog::info("fused {} GELU, {} tanh-GELU and {} LayerNorm chains into single ops ({} nodes removed)", composites.gelu,
-                 composites.gelu_tanh, composites.layer_norm, composites.removed_nodes);
+    spdlog::info("fused {} GELU, {} tanh-GELU, {} LayerNorm and {} HardSwish chains into single ops ({} nodes removed)",
+                 composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.removed_nodes);
   auto composites_json = [](const ir::CompositeStats& c) {
-    return json{{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"removed_nodes", c.removed_nodes}};
+    return json{{"gelu", c.gelu},
+                {"gelu_tanh", c.gelu_tanh},
+                {"layer_norm", c.layer_norm},
+                {"hard_swish", c.hard_swish},
+                {"removed_nodes", c.removed_nodes}};
   };
 
   std::vector<Candidate> cands;
@@ -472,8 +476,8 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       std::printf("\n");
     }
     if (chosen && composites.total() > 0)
-      std::printf("composites fused: %d GELU, %d tanh-GELU, %d LayerNorm (%d nodes removed)\n", composites.gelu, composites.gelu_tanh,
-                  composites.layer_norm, composites.removed_nodes);
+      std::printf("composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish (%d nodes removed)\n", composites.gelu,
+                  composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.removed_nodes);
     if (applied.empty()) std::printf("rules applied: none\n");
     else {
       std::printf("rules applied:");

@@ -109,6 +109,15 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
       d.kind = p->tanh ? Kind::kGeluTanh : Kind::kGelu;
       break;
     }
+    case OpKind::kHardSigmoid: {
+      const auto* p = std::get_if<ir::HardSigmoidParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      d.kind = Kind::kHardSigmoid;
+      d.lo = p->alpha;  // the unary kernel's two parameters: alpha, beta
+      d.hi = p->beta;
+      break;
+    }
+    case OpKind::kHardSwish: d.kind = Kind::kHardSwish; break;
     case OpKind::kClip: {
       const auto* p = std::get_if<ir::ClipParams>(&s.params);
       RLFLOW_TRY_STATUS(need(p));

@@ -10,7 +10,7 @@ namespace {
 using ir::OpKind;
 
 bool is_fusable_activation(OpKind k) {
-  return k == OpKind::kRelu || k == OpKind::kClip || k == OpKind::kSigmoid || k == OpKind::kTanh;
+  return k == OpKind::kRelu || k == OpKind::kClip || k == OpKind::kSigmoid || k == OpKind::kTanh || k == OpKind::kHardSigmoid;
 }
 
 // A constant that broadcasts along the channel axis of an NCHW conv output: [C,1,1] or [1,C,1,1].

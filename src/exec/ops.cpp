@@ -200,6 +200,11 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
     case OpKind::kTanh: return one(at::tanh(in[0]));
     case OpKind::kErf: return one(at::erf(in[0]));
     case OpKind::kGelu: return one(at::gelu(in[0], std::get<ir::GeluParams>(n.params).tanh ? "tanh" : "none"));
+    case OpKind::kHardSigmoid: {
+      const auto& p = std::get<ir::HardSigmoidParams>(n.params);
+      return one(at::clamp(in[0] * p.alpha + p.beta, 0.0, 1.0));
+    }
+    case OpKind::kHardSwish: return one(in[0] * at::clamp(in[0] / 6.0 + 0.5, 0.0, 1.0));
     case OpKind::kClip: {
       const auto& p = std::get<ir::ClipParams>(n.params);
       c10::optional<at::Scalar> lo, hi;

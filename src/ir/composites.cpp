@@ -207,6 +207,28 @@ class Matcher {
     return std::nullopt;
   }
 
+  // HardSwish rooted at the Mul: x * HardSigmoid(x) with alpha 1/6 and beta 1/2, in either order.
+  std::optional<Node> hard_swish(NodeId root, std::vector<NodeId>* chain) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kMul || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype)) return std::nullopt;
+    for (int k = 0; k < 2; ++k) {
+      const ValueRef x = r.inputs[static_cast<size_t>(k)], h = r.inputs[static_cast<size_t>(1 - k)];
+      const Node& hn = node(h);
+      if (hn.kind != OpKind::kHardSigmoid || hn.inputs[0] != x || !interior(h.node) || g_.type(x) != r.outputs[0]) continue;
+      const auto& p = std::get<HardSigmoidParams>(hn.params);
+      if (!near(p.alpha, 1.0 / 6.0) || !near(p.beta, 0.5)) continue;
+      Node out;
+      out.kind = OpKind::kHardSwish;
+      out.inputs = {x};
+      out.outputs = r.outputs;
+      out.name = r.name;
+      out.output_names = r.output_names;
+      *chain = {root, h.node};
+      return out;
+    }
+    return std::nullopt;
+  }
+
   void claim(const std::vector<NodeId>& nodes) {
     for (auto id : nodes) claimed_[static_cast<size_t>(id)] = true;
   }
@@ -239,6 +261,10 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats) {
       ++(std::get<GeluParams>(gn->params).tanh ? st.gelu_tanh : st.gelu);
       m.claim(chain);
       replace.emplace_back(id, std::move(*gn));
+    } else if (auto hs = m.hard_swish(id, &chain)) {
+      ++st.hard_swish;
+      m.claim(chain);
+      replace.emplace_back(id, std::move(*hs));
     }
   }
   if (replace.empty()) return g;

@@ -37,7 +37,8 @@ bool is_elementwise_binary(OpKind k) {
 bool is_elementwise_unary(OpKind k) {
   switch (k) {
     case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kSqrt:
-    case OpKind::kClip: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: return true;
+    case OpKind::kClip: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish: return true;
     default: return false;
   }
 }
@@ -91,6 +92,8 @@ void hash_params(Hasher& h, const OpParams& params) {
           h.add(static_cast<uint64_t>(p.to));
         } else if constexpr (std::is_same_v<P, GeluParams>) {
           h.add(p.tanh);
+        } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
+          h.add_f(p.alpha).add_f(p.beta);
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           h.add(static_cast<uint64_t>(p.fill)).add(p.shape).add(static_cast<uint64_t>(p.dtype)).add_f(p.value);
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {
@@ -140,6 +143,8 @@ std::string params_str(const OpParams& params) {
           os << "to=" << dtype_name(p.to);
         } else if constexpr (std::is_same_v<P, GeluParams>) {
           os << "approximate=" << (p.tanh ? "tanh" : "none");
+        } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
+          os << "alpha=" << p.alpha << " beta=" << p.beta;
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           os << "fill=" << static_cast<int>(p.fill) << " shape=" << join(p.shape) << " value=" << p.value;
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {

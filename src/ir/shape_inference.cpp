@@ -224,7 +224,7 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       return infer_gemm(*p, in);
     }
     case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kSqrt:
-    case OpKind::kClip: case OpKind::kScalarMul: case OpKind::kGelu:
+    case OpKind::kClip: case OpKind::kScalarMul: case OpKind::kGelu: case OpKind::kHardSigmoid: case OpKind::kHardSwish:
       RLFLOW_TRY_STATUS(need(1));
       return one(in[0]);
     case OpKind::kCast: {

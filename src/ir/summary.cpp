@@ -50,6 +50,10 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
       return inputs.empty() ? 0 : static_cast<double>(inputs[0].numel());
     case OpKind::kGelu:  // erf or tanh, a multiply-add, two multiplies
       return 4.0 * out;
+    case OpKind::kHardSigmoid:  // a multiply-add and a clamp
+      return 2.0 * out;
+    case OpKind::kHardSwish:  // HardSigmoid, then a multiply
+      return 3.0 * out;
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:

@@ -225,6 +225,26 @@ Status Exporter::emit(NodeId id) {
       add_node("Mul", anon, {xs, scalar_like(0.5, dt, out + "_half")}, {out});
       return {};
     }
+    case OpKind::kHardSigmoid: {
+      const auto& p = std::get<ir::HardSigmoidParams>(n.params);
+      auto* c = plain("HardSigmoid");
+      if (p.alpha != 0.2) set_float(c, "alpha", p.alpha);
+      if (p.beta != 0.5) set_float(c, "beta", p.beta);
+      return {};
+    }
+    case OpKind::kHardSwish: {
+      if (opset_ >= 14) {
+        plain("HardSwish");
+        return {};
+      }
+      // HardSwish is opset 14; before it, x * HardSigmoid(x) with alpha 1/6 (what PyTorch writes).
+      Node anon;
+      const std::string gate = fresh(out + "_gate");
+      auto* c = add_node("HardSigmoid", anon, {ins[0]}, {gate});
+      set_float(c, "alpha", 1.0 / 6.0);
+      add_node("Mul", anon, {ins[0], gate}, {out});
+      return {};
+    }
     case OpKind::kGlobalAveragePool: plain("GlobalAveragePool"); return {};
     case OpKind::kConv: {
       const auto& p = std::get<ir::ConvParams>(n.params);

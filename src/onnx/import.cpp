@@ -497,6 +497,12 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take(0));
     return done(emit(n, OpKind::kGelu, ins, ir::GeluParams{approx == "tanh"}));
   }
+  if (op == "HardSigmoid" || op == "HardSwish") {
+    if (n.input_size() != 1) return bad_node(n, "wrong number of inputs");
+    RLFLOW_TRY_STATUS(take(0));
+    if (op == "HardSwish") return done(emit(n, OpKind::kHardSwish, ins, {}));
+    return done(emit(n, OpKind::kHardSigmoid, ins, ir::HardSigmoidParams{attr_float(n, "alpha", 0.2), attr_float(n, "beta", 0.5)}));
+  }
   if (op == "Identity") {
     auto s = alias(n, n.input(0));
     if (!s.ok()) return s.error();

@@ -38,6 +38,7 @@ const FieldSpec& spec(OpKind k) {
       {OpKind::kScalarMul, {{}, {"value"}}},
       {OpKind::kCast, {{"to"}, {}}},
       {OpKind::kGelu, {{"approximate"}, {}}},
+      {OpKind::kHardSigmoid, {{}, {"alpha", "beta"}}},
       {OpKind::kConstant, {{"fill", "shape", "dtype"}, {"value"}}},
   };
   static const FieldSpec none;
@@ -96,6 +97,8 @@ Fields params_to_fields(OpKind kind, const ir::OpParams& params) {
     I = {{"to", {static_cast<int64_t>(p->to)}}};
   } else if (auto* p = std::get_if<ir::GeluParams>(&params)) {
     I = {{"approximate", {p->tanh ? 1 : 0}}};
+  } else if (auto* p = std::get_if<ir::HardSigmoidParams>(&params)) {
+    R = {{"alpha", p->alpha}, {"beta", p->beta}};
   } else if (auto* p = std::get_if<ir::ConstantParams>(&params)) {
     I = {{"fill", {static_cast<int64_t>(p->fill)}}, {"shape", p->shape}, {"dtype", {static_cast<int64_t>(p->dtype)}}};
     R = {{"value", p->value}};
@@ -197,6 +200,7 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       return ir::OpParams{ir::CastParams{static_cast<ir::DType>(*t)}};
     }
     case OpKind::kGelu: return ir::OpParams{ir::GeluParams{f.ints.count("approximate") && !f.ints.at("approximate").empty() && f.ints.at("approximate")[0] != 0}};
+    case OpKind::kHardSigmoid: return ir::OpParams{ir::HardSigmoidParams{real("alpha", 0.2), real("beta", 0.5)}};
     case OpKind::kConstant: {
       RL_SCALAR(fl, "fill") RL_NEED(s, "shape")
       auto dt = f.ints.count("dtype") ? f.ints.at("dtype").at(0) : 0;
@@ -219,6 +223,7 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kGemm: return {{{"trans_a", {0}}, {"trans_b", {0}}}, {{"alpha", 1.0}, {"beta", 1.0}}};
     case OpKind::kReduceMean: return {{{"keepdims", {1}}}, {}};
     case OpKind::kGelu: return {{{"approximate", {0}}}, {}};
+    case OpKind::kHardSigmoid: return {{}, {{"alpha", 0.2}, {"beta", 0.5}}};
     case OpKind::kPad: return {{{"mode", {0}}}, {{"value", 0.0}}};
     case OpKind::kBatchNorm:
     case OpKind::kLayerNorm: return {{{"axis", {-1}}}, {{"epsilon", 1e-5}}};

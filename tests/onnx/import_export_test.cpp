@@ -539,6 +539,36 @@ TEST(RoundTrip, GeluDecomposedBelowOpset20AndFusedBack) {
   }
 }
 
+// HardSwish is opset 14: below it the exporter writes x * HardSigmoid(x; 1/6, 1/2), as PyTorch does,
+// which composites fuse back. HardSigmoid keeps its alpha and beta.
+TEST(RoundTrip, HardSwishDecomposedBelowOpset14AndFusedBack) {
+  auto build = [](int64_t opset) {
+    ModelMeta meta;
+    meta.opsets = {{"", opset}};
+    GraphBuilder b(meta);
+    auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
+    b.output(b.op(OpKind::kHardSwish, {x}), "y");
+    b.output(b.op(OpKind::kHardSigmoid, {x}, HardSigmoidParams{0.25, 0.375}), "z");
+    return std::move(b).build();
+  };
+  const Graph g13 = build(13), g14 = build(14);
+  auto m13 = export_ok(g13), m14 = export_ok(g14);
+  auto ops13 = op_types(parse(m13.model_bytes));
+  EXPECT_EQ(std::count(ops13.begin(), ops13.end(), "HardSwish"), 0);
+  EXPECT_EQ(std::count(ops13.begin(), ops13.end(), "HardSigmoid"), 2);
+  auto ops14 = op_types(parse(m14.model_bytes));
+  EXPECT_EQ(std::count(ops14.begin(), ops14.end(), "HardSwish"), 1);
+  Graph r13 = reimport(m13), r14 = reimport(m14);
+  EXPECT_EQ(count_kind(r13, OpKind::kHardSwish), 0u);
+  EXPECT_TRUE(structurally_equal(g14, r14));
+  expect_numerically_equal(g13, r13);
+  expect_numerically_equal(r13, r14);
+  CompositeStats st;
+  const Graph fused = recognise_composites(r13, &st);
+  EXPECT_EQ(st.hard_swish, 1);
+  EXPECT_TRUE(structurally_equal(fused, g13));
+}
+
 // The decomposed LayerNorm written at opset 13 is fused back on re-import.
 TEST(RoundTrip, LayerNormDecomposedAtOpset13IsFusedBack) {
   ModelMeta meta;

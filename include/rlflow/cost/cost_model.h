@@ -57,7 +57,7 @@ using ir::constant_nodes;
 // What onnxruntime's CPU graph optimisations (ORT_ENABLE_ALL) fuse into a producer, by node id:
 // an activation (Relu, Clip, Sigmoid, Tanh) after a Conv or Gemm without one, and a
 // BatchNormalization, or an Add/Mul of a per-channel constant, after a Conv (ConvBNFusion,
-// ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion). Only when the
+// ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion; HardSigmoid fuses too). Only when the
 // producer's output has no other reader and is not a graph output, as onnxruntime requires.
 std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
 

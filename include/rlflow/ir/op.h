@@ -21,7 +21,7 @@ namespace rlflow::ir {
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
-  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(Opaque)
+  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -38,7 +38,7 @@ inline constexpr int kNumOpKinds = 0
 std::string_view op_name(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);
 bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
-bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast Gelu
+bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast Gelu HardSigmoid HardSwish
 bool is_source(OpKind k);              // Input Weight Constant: no inputs
 
 enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
@@ -128,6 +128,12 @@ struct GeluParams {
   bool tanh = false;
   bool operator==(const GeluParams&) const = default;
 };
+// ONNX HardSigmoid: max(0, min(1, alpha x + beta)). HardSwish (no parameters) is
+// x * HardSigmoid(x) with alpha 1/6, beta 1/2.
+struct HardSigmoidParams {
+  double alpha = 0.2, beta = 0.5;
+  bool operator==(const HardSigmoidParams&) const = default;
+};
 // TASO's constant-generating ops; they fold into initializers at export.
 enum class ConstantFill : uint8_t {
   kValue,         // every element = value
@@ -153,7 +159,8 @@ struct OpaqueParams {
 
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
-                              ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams>;
+                              ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
+                              HardSigmoidParams>;
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors

@@ -587,6 +587,8 @@ class UnaryKernel : public Kernel {
       case Kind::kErf: op = UnOp::kErf; break;
       case Kind::kGelu: op = UnOp::kGelu; break;
       case Kind::kGeluTanh: op = UnOp::kGeluTanh; break;
+      case Kind::kHardSigmoid: op = UnOp::kHardSigmoid, p0 = static_cast<float>(d_.lo), p1 = static_cast<float>(d_.hi); break;
+      case Kind::kHardSwish: op = UnOp::kHardSwish; break;
       case Kind::kClip: op = UnOp::kClip, p0 = static_cast<float>(d_.lo), p1 = static_cast<float>(d_.hi); break;
       case Kind::kScale: op = UnOp::kScale, p0 = static_cast<float>(d_.value); break;
       default: break;
@@ -763,6 +765,8 @@ Expected<std::unique_ptr<Kernel>> make_kernel(Context& c, const OpDesc& d) {
     case Kind::kErf:
     case Kind::kGelu:
     case Kind::kGeluTanh:
+    case Kind::kHardSigmoid:
+    case Kind::kHardSwish:
     case Kind::kClip:
     case Kind::kScale: return plain<UnaryKernel>(d);
     case Kind::kTranspose:

@@ -30,7 +30,7 @@ enum class Kind {
   kMaxPool, kAvgPool, kGlobalAvgPool, kSoftmax, kBatchNorm, kLayerNorm, kReduceMean,
   kRelu, kSigmoid, kTanh,                  // cuDNN activation
   kAdd, kSub, kMul, kDiv, kPow,            // broadcasting binary kernel
-  kSqrt, kErf, kClip, kScale, kGelu, kGeluTanh,  // unary kernel
+  kSqrt, kErf, kClip, kScale, kGelu, kGeluTanh, kHardSigmoid, kHardSwish,  // unary kernel
   kTranspose, kSlice, kPad, kGather, kConcat, kSplit, kCast, kFill,
   kView                                    // Reshape and friends: no kernel, the output aliases the input
 };

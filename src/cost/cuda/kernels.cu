@@ -95,6 +95,8 @@ __global__ void unary_kernel(UnOp op, const float* x, float* y, int64_t n, float
       case UnOp::kScale: r = v * p0; break;
       case UnOp::kGelu: r = 0.5f * v * (1.0f + erff(v * 0.70710678f)); break;
       case UnOp::kGeluTanh: r = 0.5f * v * (1.0f + tanhf(0.79788456f * (v + 0.044715f * v * v * v))); break;
+      case UnOp::kHardSigmoid: r = fminf(fmaxf(p0 * v + p1, 0.0f), 1.0f); break;
+      case UnOp::kHardSwish: r = v * fminf(fmaxf(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f); break;
     }
     y[i] = r;
   }

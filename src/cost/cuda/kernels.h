@@ -46,7 +46,7 @@ Status strided_copy(const void* in, void* out, int elem_bytes, int64_t offset, c
 enum class BinOp { kAdd, kSub, kMul, kDiv, kPow };
 Status binary(BinOp op, const float* a, const float* b, float* out, const IndexMap& m, cudaStream_t s);
 
-enum class UnOp { kSqrt, kErf, kClip, kScale, kGelu, kGeluTanh };
+enum class UnOp { kSqrt, kErf, kClip, kScale, kGelu, kGeluTanh, kHardSigmoid, kHardSwish };
 Status unary(UnOp op, const float* x, float* y, int64_t n, float p0, float p1, cudaStream_t s);
 
 // Reads n elements of in_bytes and writes n elements of out_bytes: the memory traffic of a Cast
