@@ -1255,6 +1255,20 @@
 ;; why: Two per-channel biases add up.
 (assert (forall ((y T) (b T) (c T)) (! (=> (= (shape b) (shape c)) (= (BiasAdd (BiasAdd y b) c) (BiasAdd y (Add b c)))) :qid biasadd_biasadd :pattern ((BiasAdd (BiasAdd y b) c)))))
 
+;; axiom: add_conv_biasadd
+;; group: per-channel
+;; why: Adding a convolution's output to a per-channel-biased tensor of the same rank and channel
+;;   count, or biasing the sum, is the same: the bias is added to every element of its channel either
+;;   way, and broadcasting the other axes does not move the channel axis. (Stated for a Conv operand
+;;   only: the general form set off a chain of instantiations that slowed other proofs.)
+(assert (forall ((x T) (w T) (s L) (p L) (d L) (g Int) (y T) (b T)) (! (=> (and (= (rank y) (rank (Conv x w s p d g))) (= (dim y 1) (dim (Conv x w s p d g) 1))) (= (Add (Conv x w s p d g) (BiasAdd y b)) (BiasAdd (Add (Conv x w s p d g) y) b))) :qid add_conv_biasadd :pattern ((Add (Conv x w s p d g) (BiasAdd y b))))))
+
+;; axiom: add_biasadd_biasadd
+;; group: per-channel
+;; why: The sum of two per-channel-biased tensors of one rank and channel count is their sum biased
+;;   by the sum of the biases.
+(assert (forall ((a T) (b T) (c T) (e T)) (! (=> (and (= (rank a) (rank c)) (= (dim a 1) (dim c 1)) (= (rank b) 1) (= (rank e) 1) (= (dim b 0) (dim e 0))) (= (Add (BiasAdd a b) (BiasAdd c e)) (BiasAdd (Add a c) (Add b e)))) :qid add_biasadd_biasadd :pattern ((Add (BiasAdd a b) (BiasAdd c e))))))
+
 ;; axiom: chmul_biasadd
 ;; group: per-channel
 ;; why: (y + b) k = yk + bk per channel.
