@@ -40,8 +40,12 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
   const size_t n = g.size();
   std::vector<bool> fused(n, false);
   std::vector<int32_t> readers(n, 0);  // uses of any output of each node
-  for (const auto& node : g.nodes())
-    for (const auto& in : node.inputs) ++readers[static_cast<size_t>(in.node)];
+  std::vector<ir::NodeId> reader(n, -1);  // the reading node, when there is exactly one
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : g.node(static_cast<ir::NodeId>(i)).inputs) {
+      ++readers[static_cast<size_t>(in.node)];
+      reader[static_cast<size_t>(in.node)] = static_cast<ir::NodeId>(i);
+    }
   std::vector<bool> is_output(n, false);
   for (const auto& o : g.outputs()) is_output[static_cast<size_t>(o.value.node)] = true;
   auto sole_reader = [&](ir::NodeId p) { return readers[static_cast<size_t>(p)] == 1 && !is_output[static_cast<size_t>(p)]; };
@@ -76,6 +80,46 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
           fused[i] = conv_tail[i] = true;
           break;
         }
+      }
+    }
+  }
+  // Transformer fusions (BiasGeluFusion, SkipLayerNormFusion, MatMulScaleFusion): a node folded
+  // into the one op that reads it.
+  auto read_by = [&](size_t i, ir::OpKind k) {
+    return sole_reader(static_cast<ir::NodeId>(i)) && g.node(reader[i]).kind == k;
+  };
+  auto scalar_const = [&](ir::ValueRef v) { return constant[static_cast<size_t>(v.node)] && g.type(v).numel() == 1; };
+  auto bias_of = [&](const ir::Node& node, int side) {  // a 1-D constant over the other operand's last axis
+    const auto a = node.inputs[static_cast<size_t>(1 - side)], b = node.inputs[static_cast<size_t>(side)];
+    const auto& ta = g.type(a);
+    const auto& tb = g.type(b);
+    return constant[static_cast<size_t>(b.node)] && !constant[static_cast<size_t>(a.node)] && tb.shape.size() == 1 &&
+           !ta.shape.empty() && tb.shape[0] == ta.shape.back();
+  };
+  std::vector<bool> skip_add(n, false);  // a residual Add that SkipLayerNormalization absorbs
+  for (size_t i = n; i-- > 0;) {
+    const auto& node = g.node(static_cast<ir::NodeId>(i));
+    if (fused[i] || constant[i] || node.inputs.size() != 2) continue;
+    if (node.kind == OpKind::kAdd) {
+      const bool bias = bias_of(node, 0) || bias_of(node, 1);
+      // BiasGelu: bias Add then Gelu. SkipLayerNormalization: a residual Add (and a bias Add
+      // before it) then LayerNorm.
+      if (bias && read_by(i, OpKind::kGelu)) fused[i] = true;
+      else if (!bias && g.type(node.inputs[0]) == g.type(node.inputs[1]) && read_by(i, OpKind::kLayerNorm))
+        fused[i] = skip_add[i] = true;
+      else if (bias && sole_reader(static_cast<ir::NodeId>(i)) && skip_add[static_cast<size_t>(reader[i])])
+        fused[i] = true;
+      continue;
+    }
+    if (node.kind == OpKind::kMul || node.kind == OpKind::kDiv) {
+      // FusedMatMul's alpha: a scalar scale of a MatMul's output, or of one of its inputs.
+      for (int side = 0; side < 2 && !fused[i]; ++side) {
+        if (node.kind == OpKind::kDiv && side == 0) continue;
+        const auto other = node.inputs[static_cast<size_t>(1 - side)];
+        if (!scalar_const(node.inputs[static_cast<size_t>(side)]) || constant[static_cast<size_t>(other.node)]) continue;
+        const bool after = g.node(other.node).kind == OpKind::kMatMul && sole_reader(other.node);
+        const bool before = read_by(i, OpKind::kMatMul);
+        fused[i] = after || before;
       }
     }
   }

@@ -2,6 +2,8 @@
 // what onnxruntime fuses by itself.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +143,29 @@ TEST(OnnxruntimeFusions, ASharedConvOutputIsNotFused) {
   auto g = std::move(b).build();
   auto fused = onnxruntime_fused_nodes(g, constant_nodes(g));
   for (bool f : fused) EXPECT_FALSE(f);
+}
+
+TEST(OnnxruntimeFusions, TransformerBiasResidualAndScaleFusionsAreFree) {
+  // x·W + b -> Gelu (BiasGelu); h + (y·V + c) -> LayerNorm (SkipLayerNormalization with its bias);
+  // (q·k) / 8 (MatMulScale). The MatMuls, the Gelu and the LayerNorm stay kernels.
+  ir::GraphBuilder b;
+  auto x = b.input("x", {ir::DType::kFloat32, {1, 8, 16}});
+  auto h = b.op(ir::OpKind::kGelu, {b.add(b.matmul(x, b.weight("w", ir::random_tensor({16, 16}, 1))), b.weight("b", ir::random_tensor({16}, 2)))},
+                ir::GeluParams{});
+  auto y = b.add(b.matmul(h, b.weight("v", ir::random_tensor({16, 16}, 3))), b.weight("c", ir::random_tensor({16}, 4)));
+  auto ln = b.op(ir::OpKind::kLayerNorm, {b.add(x, y), b.weight("g", ir::random_tensor({16}, 5)), b.weight("be", ir::random_tensor({16}, 6))},
+                 ir::NormParams{2, 1e-5});
+  auto kt = b.input("kt", {ir::DType::kFloat32, {1, 16, 8}});
+  auto s = b.op(ir::OpKind::kDiv, {b.matmul(ln, kt), b.weight("eight", ir::Tensor::scalar_f32(8.0f))});
+  b.output(s, "s");
+  auto g = std::move(b).build();
+  auto fused = onnxruntime_fused_nodes(g, constant_nodes(g));
+  std::map<ir::OpKind, int> count;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (fused[i]) ++count[g.node(static_cast<ir::NodeId>(i)).kind];
+  EXPECT_EQ(count[ir::OpKind::kAdd], 3);  // the Gelu's bias, the residual and its bias
+  EXPECT_EQ(count[ir::OpKind::kDiv], 1);
+  EXPECT_EQ(count.size(), 2u);
 }
 
 }  // namespace

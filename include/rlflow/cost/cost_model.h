@@ -57,7 +57,10 @@ using ir::constant_nodes;
 // What onnxruntime's CPU graph optimisations (ORT_ENABLE_ALL) fuse into a producer, by node id:
 // an activation (Relu, Clip, Sigmoid, Tanh) after a Conv or Gemm without one, and a
 // BatchNormalization, or an Add/Mul of a per-channel constant, after a Conv (ConvBNFusion,
-// ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion; HardSigmoid fuses too). Only when the
+// ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion; HardSigmoid fuses too);
+// and for transformers, a bias Add before a Gelu (BiasGeluFusion), a residual Add, and a bias Add
+// before it, before a LayerNorm (SkipLayerNormFusion), and a scalar Mul/Div on a MatMul's output or
+// input (MatMulScaleFusion). Only when the
 // producer's output has no other reader and is not a graph output, as onnxruntime requires.
 std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
 
