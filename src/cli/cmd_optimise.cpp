@@ -262,7 +262,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     }
     // Only a graph predicted faster than the input is worth measuring or writing: the composites
     // the search started from may cost more than the input's chains under this model.
-    const size_t proposed = cands.size();
+    const auto proposed = std::count_if(cands.begin(), cands.end(), [&](const Candidate& c) { return c.steps > 0 || composites.total() > 0; });
     cands.erase(std::remove_if(cands.begin(), cands.end(), [&](const Candidate& c) { return !(c.predicted_ms < before_ms); }),
                 cands.end());
     if (cands.empty() && proposed > 0)
