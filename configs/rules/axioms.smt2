@@ -1098,6 +1098,13 @@
 ;;   'same' padding, unit strides and dilations reproduces the input.
 (assert (forall ((x T) (f Int) (sh L) (dt Int) (v Real) (s L) (p L) (d L) (g Int)) (! (=> (and (= f 1) (= (rank x) 4) (= (len sh) 4) (= (nth sh 0) (dim x 1)) (= (* (nth sh 1) g) (dim x 1)) (>= g 1) (= (mod (nth sh 2) 2) 1) (= (mod (nth sh 3) 2) 1) (= s (l2 1 1)) (= d (l2 1 1)) (= p (l4 (div (nth sh 2) 2) (div (nth sh 3) 2) (div (nth sh 2) 2) (div (nth sh 3) 2)))) (= (Conv x (Const f sh dt v) s p d g) x)) :qid conv_identity_kernel :pattern ((Conv x (Const f sh dt v) s p d g)))))
 
+;; axiom: conv_identity_kernel_size
+;; group: conv
+;; why: An identity kernel (Constant fill 1) has its only non-zeros at the spatial centre, so with
+;;   'same' padding, unit strides and dilations it computes what the 1x1 identity kernel with the
+;;   same channels computes without padding, whatever the channel counts and groups.
+(assert (forall ((x T) (f Int) (sh L) (dt Int) (v Real) (s L) (p L) (d L) (g Int)) (! (=> (and (= f 1) (= (rank x) 4) (= (len sh) 4) (= (mod (nth sh 2) 2) 1) (= (mod (nth sh 3) 2) 1) (= s (l2 1 1)) (= d (l2 1 1)) (= p (l4 (div (nth sh 2) 2) (div (nth sh 3) 2) (div (nth sh 2) 2) (div (nth sh 3) 2)))) (= (Conv x (Const f sh dt v) s p d g) (Conv x (Const f (l4 (nth sh 0) (nth sh 1) 1 1) dt v) s (l4 0 0 0 0) d g))) :qid conv_identity_kernel_size :pattern ((Conv x (Const f sh dt v) s p d g)))))
+
 ;; axiom: conv_scale_out_channels
 ;; group: conv
 ;; why: Scaling kernel c (a [C, 1, ..., 1] factor broadcast over the kernel) scales output channel c.
