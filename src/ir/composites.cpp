@@ -22,6 +22,18 @@ struct Product {
   std::vector<NodeId> interior;  // the Mul/Div nodes flattened, the root included
 };
 
+// The fused op that replaces a chain's root: it keeps the root's outputs and names.
+Node fused_node(const Node& root, OpKind kind, OpParams params, std::vector<ValueRef> inputs) {
+  Node out;
+  out.kind = kind;
+  out.params = std::move(params);
+  out.inputs = std::move(inputs);
+  out.outputs = root.outputs;
+  out.name = root.name;
+  out.output_names = root.output_names;
+  return out;
+}
+
 // Finds the chains in one graph; chains already fused are claimed so no node joins two.
 class Matcher {
  public:
@@ -139,15 +151,8 @@ class Matcher {
         }
         if (!ok) continue;
       }
-      Node out;
-      out.kind = OpKind::kGelu;
-      out.params = GeluParams{tn.kind == OpKind::kTanh};
-      out.inputs = {x};
-      out.outputs = r.outputs;
-      out.name = r.name;
-      out.output_names = r.output_names;
       *chain = std::move(nodes);
-      return out;
+      return fused_node(r, OpKind::kGelu, GeluParams{tn.kind == OpKind::kTanh}, {x});
     }
     return std::nullopt;
   }
@@ -193,15 +198,8 @@ class Matcher {
         const Shape norm(r.outputs[0].shape.begin() + axis, r.outputs[0].shape.end());
         auto param_ok = [&](ValueRef v) { return g_.type(v).shape == norm && g_.type(v).dtype == r.outputs[0].dtype; };
         if (!param_ok(gamma) || !param_ok(beta)) continue;
-        Node out;
-        out.kind = OpKind::kLayerNorm;
-        out.params = NormParams{axis, var_eps->second};
-        out.inputs = {x, gamma, beta};
-        out.outputs = r.outputs;
-        out.name = r.name;
-        out.output_names = r.output_names;
         *chain = {root, scaled.node, normed.node, d.node, sd.node, sdn.inputs[0].node, var.node, mean.node, sq.node};
-        return out;
+        return fused_node(r, OpKind::kLayerNorm, NormParams{axis, var_eps->second}, {x, gamma, beta});
       }
     }
     return std::nullopt;
@@ -217,14 +215,8 @@ class Matcher {
       if (hn.kind != OpKind::kHardSigmoid || hn.inputs[0] != x || !interior(h.node) || g_.type(x) != r.outputs[0]) continue;
       const auto& p = std::get<HardSigmoidParams>(hn.params);
       if (!near(p.alpha, 1.0 / 6.0) || !near(p.beta, 0.5)) continue;
-      Node out;
-      out.kind = OpKind::kHardSwish;
-      out.inputs = {x};
-      out.outputs = r.outputs;
-      out.name = r.name;
-      out.output_names = r.output_names;
       *chain = {root, h.node};
-      return out;
+      return fused_node(r, OpKind::kHardSwish, {}, {x});
     }
     return std::nullopt;
   }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <queue>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -200,36 +199,26 @@ Expected<Graph> topo_sorted(const std::vector<Node>& nodes, const std::vector<Gr
 
 Expected<Graph> topo_sorted(std::vector<Node>&& nodes, const std::vector<GraphOutput>& outputs, const ModelMeta& meta) {
   const size_t n = nodes.size();
-  std::vector<int> indeg(n, 0);
-  std::vector<std::vector<size_t>> succ(n);
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& in : nodes[i].inputs) {
+  for (const auto& nd : nodes)
+    for (const auto& in : nd.inputs)
       if (in.node < 0 || static_cast<size_t>(in.node) >= n) return Error::bad_input("input refers to a missing node");
-      ++indeg[i];
-      succ[static_cast<size_t>(in.node)].push_back(i);
-    }
-  // Lowest original index first keeps the order stable for already-sorted stretches.
-  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
-  for (size_t i = 0; i < n; ++i)
-    if (indeg[i] == 0) ready.push(i);
-  std::vector<NodeId> remap(n, -1);
-  std::vector<size_t> order;
-  order.reserve(n);
-  while (!ready.empty()) {
-    size_t i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (auto s : succ[i])
-      if (--indeg[s] == 0) ready.push(s);
-  }
-  if (order.size() != n) {
+  TopoWork work;
+  std::vector<int32_t> order;
+  const bool placed_all = topo_order(
+      n,
+      [&](size_t i, auto&& visit) {
+        for (const auto& in : nodes[i].inputs) visit(static_cast<size_t>(in.node));
+      },
+      work, order);
+  if (!placed_all) {
     std::vector<char> placed(n, 0);
-    for (auto i : order) placed[i] = 1;
+    for (auto i : order) placed[static_cast<size_t>(i)] = 1;
     for (size_t i = 0; i < n; ++i)
       if (!placed[i])
         return Error::bad_input("the graph has a cycle through node " + std::string(op_name(nodes[i].kind)) + " '" +
                                 nodes[i].name + "'");
   }
+  std::vector<NodeId> remap(n, -1);
   // Only now move the nodes: a cycle leaves them untouched for the message above.
   Graph g;
   g.meta() = meta;

@@ -1,7 +1,6 @@
 #include "rlflow/rules/match.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -535,39 +534,14 @@ Status plan_rewrite(const GraphIndex& ix, const Rule& r, const Match& m, ApplySc
   auto source_of = [&](size_t i, ValueRef in) {
     return static_cast<size_t>((i < static_cast<size_t>(base) ? redirected(in) : in).node);
   };
-  // Topological order, lowest index first among ready nodes (ir::topo_sorted's order), as an
-  // adjacency in compressed rows.
   const size_t n = g.size() + targets.size();
-  s.indeg.assign(n, 0);
-  s.succ_start.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& in : inputs_of(i)) {
-      const auto src = source_of(i, in);
-      ++s.indeg[i];
-      ++s.succ_start[src + 1];
-    }
-  for (size_t i = 0; i < n; ++i) s.succ_start[i + 1] += s.succ_start[i];
-  s.succ.resize(s.succ_start[n]);
-  s.fill.assign(s.succ_start.begin(), s.succ_start.end() - 1);
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& in : inputs_of(i)) s.succ[static_cast<size_t>(s.fill[source_of(i, in)]++)] = static_cast<int32_t>(i);
-  s.ready.clear();
-  auto push = [&](int32_t i) {
-    s.ready.push_back(i);
-    std::push_heap(s.ready.begin(), s.ready.end(), std::greater<>());
-  };
-  for (size_t i = 0; i < n; ++i)
-    if (s.indeg[i] == 0) push(static_cast<int32_t>(i));
-  s.order.clear();
-  while (!s.ready.empty()) {
-    std::pop_heap(s.ready.begin(), s.ready.end(), std::greater<>());
-    const int32_t i = s.ready.back();
-    s.ready.pop_back();
-    s.order.push_back(i);
-    for (int32_t k = s.succ_start[static_cast<size_t>(i)]; k < s.succ_start[static_cast<size_t>(i) + 1]; ++k)
-      if (--s.indeg[static_cast<size_t>(s.succ[static_cast<size_t>(k)])] == 0) push(s.succ[static_cast<size_t>(k)]);
-  }
-  if (s.order.size() != n) return ctx_as(Rejection::kCycle, "the rewrite would create a cycle");
+  const bool acyclic = ir::topo_order(
+      n,
+      [&](size_t i, auto&& visit) {
+        for (const auto& in : inputs_of(i)) visit(source_of(i, in));
+      },
+      s.topo, s.order);
+  if (!acyclic) return ctx_as(Rejection::kCycle, "the rewrite would create a cycle");
   // Keep what an output depends on, and every graph input (ir::remove_dead_nodes).
   s.live.assign(n, 0);
   s.outputs = g.outputs();

@@ -101,6 +101,13 @@ onnxio::ExportedModel export_ok(const Graph& g, const onnxio::ExportOptions& o =
   return r.ok() ? std::move(*r) : onnxio::ExportedModel{};
 }
 
+// A graph builder for a model that imports the default ONNX domain at `opset`.
+GraphBuilder builder_at_opset(int64_t opset) {
+  ModelMeta meta;
+  meta.opsets = {{"", opset}};
+  return GraphBuilder(meta);
+}
+
 Graph reimport(const onnxio::ExportedModel& m, const onnxio::ImportOptions& o = import_options()) {
   auto r = onnxio::import_model(m.model_bytes, "re-import", ".", o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
@@ -433,9 +440,7 @@ TEST(RoundTrip, OpaqueAttributesSurvive) {
 }
 
 TEST(RoundTrip, FusedActivationExportsAsConvThenActivation) {
-  ModelMeta meta;
-  meta.opsets = {{"", 13}};
-  GraphBuilder b(meta);
+  GraphBuilder b = builder_at_opset(13);
   auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
   auto w = b.weight("w", random_tensor({4, 3, 3, 3}, 1));
   ConvParams p;
@@ -486,9 +491,7 @@ TEST(RoundTrip, OutputsThatAreInputsOrWeightsExportValid) {
 
 TEST(RoundTrip, LayerNormAtOpset13And17) {
   auto build = [](int64_t opset) {
-    ModelMeta meta;
-    meta.opsets = {{"", opset}};
-    GraphBuilder b(meta);
+    GraphBuilder b = builder_at_opset(opset);
     auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
     auto ln = b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({8}, 4)), b.weight("beta", random_tensor({8}, 5))},
                    NormParams{2, static_cast<double>(1e-5f)});  // ONNX stores epsilon as float
@@ -514,9 +517,7 @@ TEST(RoundTrip, LayerNormAtOpset13And17) {
 TEST(RoundTrip, GeluDecomposedBelowOpset20AndFusedBack) {
   for (bool tanh : {false, true}) {
     auto build = [tanh](int64_t opset) {
-      ModelMeta meta;
-      meta.opsets = {{"", opset}};
-      GraphBuilder b(meta);
+      GraphBuilder b = builder_at_opset(opset);
       auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
       b.output(b.op(OpKind::kGelu, {x}, GeluParams{tanh}), "y");
       return std::move(b).build();
@@ -543,9 +544,7 @@ TEST(RoundTrip, GeluDecomposedBelowOpset20AndFusedBack) {
 // which composites fuse back. HardSigmoid keeps its alpha and beta.
 TEST(RoundTrip, HardSwishDecomposedBelowOpset14AndFusedBack) {
   auto build = [](int64_t opset) {
-    ModelMeta meta;
-    meta.opsets = {{"", opset}};
-    GraphBuilder b(meta);
+    GraphBuilder b = builder_at_opset(opset);
     auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
     b.output(b.op(OpKind::kHardSwish, {x}), "y");
     b.output(b.op(OpKind::kHardSigmoid, {x}, HardSigmoidParams{0.25, 0.375}), "z");
@@ -571,9 +570,7 @@ TEST(RoundTrip, HardSwishDecomposedBelowOpset14AndFusedBack) {
 
 // The decomposed LayerNorm written at opset 13 is fused back on re-import.
 TEST(RoundTrip, LayerNormDecomposedAtOpset13IsFusedBack) {
-  ModelMeta meta;
-  meta.opsets = {{"", 13}};
-  GraphBuilder b(meta);
+  GraphBuilder b = builder_at_opset(13);
   auto x = b.input("x", {DType::kFloat32, {2, 3, 8}});
   b.output(b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({8}, 4)), b.weight("beta", random_tensor({8}, 5))},
                 NormParams{2, static_cast<double>(1e-5f)}),
@@ -589,9 +586,7 @@ TEST(RoundTrip, LayerNormDecomposedAtOpset13IsFusedBack) {
 }
 
 TEST(RoundTrip, LayerNormWithoutBiasAtOpset13) {
-  ModelMeta meta;
-  meta.opsets = {{"", 13}};
-  GraphBuilder b(meta);
+  GraphBuilder b = builder_at_opset(13);
   auto x = b.input("x", {DType::kFloat32, {4, 6}});
   b.output(b.op(OpKind::kLayerNorm, {x, b.weight("gamma", random_tensor({6}, 4))}, NormParams{1, 1e-3}), "y");
   const Graph g = b.graph();
@@ -602,9 +597,7 @@ TEST(RoundTrip, ModelledOpsRoundTripAtOldAndNewOpsets) {
   // Ops whose ONNX form changed between opsets (attributes became inputs).
   for (int64_t opset : {11, 13, 18}) {
     SCOPED_TRACE(opset);
-    ModelMeta meta;
-    meta.opsets = {{"", opset}};
-    GraphBuilder b(meta);
+    GraphBuilder b = builder_at_opset(opset);
     auto x = b.input("x", {DType::kFloat32, {2, 6, 4}});
     auto parts = b.ops(OpKind::kSplit, {x}, SplitParams{1, {2, 4}});
     auto sq = b.op(OpKind::kUnsqueeze, {parts[0]}, AxesParams{{0}});

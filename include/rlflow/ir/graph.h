@@ -1,5 +1,7 @@
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,6 +108,47 @@ bool structurally_equal(const Graph& a, const Graph& b);
 // form moves nodes instead of copying them (and returns g itself when nothing is dead).
 Graph remove_dead_nodes(const Graph& g);
 Graph remove_dead_nodes(Graph&& g);
+
+// Kahn's topological order of nodes 0..n-1, the lowest index first among ready nodes (so stretches
+// already in order keep it). for_each_input(i, visit) calls visit(j) for each producer j < n of node
+// i, once per input. Fills `order` (shorter than n when there is a cycle) and returns whether every
+// node was placed. Index-only, with caller-owned storage that a rewriter reuses from call to call.
+struct TopoWork {
+  std::vector<int32_t> indeg, succ_start, succ, fill, ready;
+};
+template <class ForEachInput>
+bool topo_order(size_t n, ForEachInput&& for_each_input, TopoWork& w, std::vector<int32_t>& order) {
+  // Successors in compressed rows.
+  w.indeg.assign(n, 0);
+  w.succ_start.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i)
+    for_each_input(i, [&](size_t j) {
+      ++w.indeg[i];
+      ++w.succ_start[j + 1];
+    });
+  for (size_t i = 0; i < n; ++i) w.succ_start[i + 1] += w.succ_start[i];
+  w.succ.resize(static_cast<size_t>(w.succ_start[n]));
+  w.fill.assign(w.succ_start.begin(), w.succ_start.end() - 1);
+  for (size_t i = 0; i < n; ++i)
+    for_each_input(i, [&](size_t j) { w.succ[static_cast<size_t>(w.fill[j]++)] = static_cast<int32_t>(i); });
+  w.ready.clear();
+  auto push = [&](int32_t i) {
+    w.ready.push_back(i);
+    std::push_heap(w.ready.begin(), w.ready.end(), std::greater<>());
+  };
+  for (size_t i = 0; i < n; ++i)
+    if (w.indeg[i] == 0) push(static_cast<int32_t>(i));
+  order.clear();
+  while (!w.ready.empty()) {
+    std::pop_heap(w.ready.begin(), w.ready.end(), std::greater<>());
+    const int32_t i = w.ready.back();
+    w.ready.pop_back();
+    order.push_back(i);
+    for (int32_t k = w.succ_start[static_cast<size_t>(i)]; k < w.succ_start[static_cast<size_t>(i) + 1]; ++k)
+      if (--w.indeg[static_cast<size_t>(w.succ[static_cast<size_t>(k)])] == 0) push(w.succ[static_cast<size_t>(k)]);
+  }
+  return order.size() == n;
+}
 
 // Re-sorts topologically after arbitrary construction; error on a cycle. `order` may come from
 // a rewrite that appended nodes out of order. The rvalue form moves the nodes into the result.

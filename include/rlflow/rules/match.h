@@ -77,7 +77,8 @@ struct ApplyScratch {
   std::vector<ir::Node> targets;
   std::vector<std::pair<ir::ValueRef, ir::ValueRef>> redirect;
   std::vector<ir::GraphOutput> outputs;
-  std::vector<int32_t> indeg, succ_start, succ, fill, ready, order;
+  ir::TopoWork topo;
+  std::vector<int32_t> order;
   std::vector<char> live;
   std::vector<ir::NodeId> remap;
 };
