@@ -10,7 +10,7 @@ AnalyticCostModel::AnalyticCostModel(DeviceProfile profile) : profile_(std::move
 double AnalyticCostModel::cost_ms(const OpWork& w) const {
   if (w.view) return profile_.view_overhead_us * 1e-3;
   // rates are per second in units of 1e9: FLOPs / (GFLOP/s * 1e9) s = FLOPs / GFLOP/s * 1e-6 ms.
-  const double compute_ms = w.flops / profile_.rate(w.compute).effective() * 1e-6;
+  const double compute_ms = w.flops / profile_.rate(w.compute, w.half).effective() * 1e-6;
   const double memory_ms = w.bytes / profile_.rate(w.memory).effective() * 1e-6;
   return profile_.kernel_overhead_us * 1e-3 + std::max(compute_ms, memory_ms);
 }

@@ -37,7 +37,9 @@ double clock_ms(bool thread_cpu_time) {
 }
 
 at::Tensor make_operand(const ir::TensorType& t, at::Generator& gen) {
-  const auto opts = at::TensorOptions().dtype(exec::detail::to_scalar_type(t.dtype));
+  // ATen's CPU kernels lack most half-precision ops (convolution among them), and CPU runtimes
+  // compute half graphs in float32 too: half operands are timed as float32.
+  const auto opts = at::TensorOptions().dtype(ir::is_half(t.dtype) ? at::kFloat : exec::detail::to_scalar_type(t.dtype));
   // Floats in [0.5, 1.5): no sqrt/pow/div NaNs or denormals to distort the timing. Integers and
   // booleans are zeros, which are valid indices for Gather.
   if (ir::is_float(t.dtype)) return at::rand(t.shape, gen, opts).add_(0.5);

@@ -19,6 +19,8 @@ gpu::TensorDesc tensor(const ir::TensorType& t) {
   d.elem_bytes = static_cast<int>(ir::dtype_size(t.dtype));
   d.is_f32 = t.dtype == ir::DType::kFloat32;
   d.is_int64 = t.dtype == ir::DType::kInt64;
+  if (t.dtype == ir::DType::kFloat16) d.half = gpu::TensorDesc::Half::kFloat16;
+  if (t.dtype == ir::DType::kBFloat16) d.half = gpu::TensorDesc::Half::kBFloat16;
   return d;
 }
 

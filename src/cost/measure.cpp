@@ -20,7 +20,7 @@ Expected<GraphMeasurement> measure_graph_cpu(const ir::Graph& g, const MeasureOp
   uint64_t seed = opts.seed;
   for (auto id : g.inputs()) {
     const auto& t = g.node(id).outputs[0];
-    if (t.dtype == ir::DType::kFloat32 || t.dtype == ir::DType::kFloat64) {
+    if (ir::is_float(t.dtype)) {
       inputs.push_back(ir::random_tensor(t.shape, seed++, t.dtype));
     } else {  // integer (index) inputs: zeros are valid everywhere
       std::vector<std::byte> zeros(static_cast<size_t>(t.numel()) * ir::dtype_size(t.dtype));

@@ -15,7 +15,16 @@ namespace rlflow::cost {
 
 namespace fs = std::filesystem;
 
-const Throughput& DeviceProfile::rate(ComputeClass c) const {
+const Throughput& DeviceProfile::rate(ComputeClass c, bool half) const {
+  if (half && has_half_rates()) {
+    switch (c) {
+      case ComputeClass::kConv: return half_conv;
+      case ComputeClass::kMatMul: return half_matmul;
+      case ComputeClass::kVector: return half_vector;
+      case ComputeClass::kSpecial: return half_special;
+      case ComputeClass::kPool: return half_pool;
+    }
+  }
   switch (c) {
     case ComputeClass::kConv: return conv;
     case ComputeClass::kMatMul: return matmul;
@@ -34,6 +43,8 @@ uint64_t DeviceProfile::hash() const {
   for (const auto* t : {&conv, &matmul, &vector, &special, &pool, &stream, &layout}) h.add_f(t->peak).add_f(t->efficiency);
   h.add_f(kernel_overhead_us).add_f(view_overhead_us);
   if (!runtime.empty()) h.add(runtime);  // absent from older fingerprints: they stay valid
+  if (has_half_rates())                   // likewise
+    for (const auto* t : {&half_conv, &half_matmul, &half_vector, &half_special, &half_pool}) h.add_f(t->peak).add_f(t->efficiency);
   return h.digest();
 }
 
@@ -46,9 +57,18 @@ Status DeviceProfile::validate() const {
       {"compute_gflops.conv", &conv}, {"compute_gflops.matmul", &matmul}, {"compute_gflops.vector", &vector},
       {"compute_gflops.special", &special}, {"compute_gflops.pool", &pool},
       {"memory_gbs.stream", &stream}, {"memory_gbs.layout", &layout}};
-  for (const auto& [key, t] : rates) {
+  auto check = [&](const char* key, const Throughput* t) -> Status {
     if (!(std::isfinite(t->peak) && t->peak > 0)) return bad(std::string(key) + ".peak must be a positive number");
     if (!(std::isfinite(t->efficiency) && t->efficiency > 0)) return bad(std::string(key) + ".efficiency must be a positive number");
+    return {};
+  };
+  for (const auto& [key, t] : rates) RLFLOW_TRY_STATUS(check(key, t));
+  if (has_half_rates()) {
+    const std::pair<const char*, const Throughput*> half[] = {
+        {"half_compute_gflops.conv", &half_conv}, {"half_compute_gflops.matmul", &half_matmul},
+        {"half_compute_gflops.vector", &half_vector}, {"half_compute_gflops.special", &half_special},
+        {"half_compute_gflops.pool", &half_pool}};
+    for (const auto& [key, t] : half) RLFLOW_TRY_STATUS(check(key, t));
   }
   if (!(std::isfinite(kernel_overhead_us) && kernel_overhead_us >= 0)) return bad("overhead_us.kernel must be >= 0");
   if (!(std::isfinite(view_overhead_us) && view_overhead_us >= 0)) return bad("overhead_us.view must be >= 0");
@@ -89,6 +109,14 @@ Expected<DeviceProfile> parse_profile(const std::string& text, const std::string
     RLFLOW_TRY_STATUS(rate("compute_gflops", "pool", &p.pool));
     RLFLOW_TRY_STATUS(rate("memory_gbs", "stream", &p.stream));
     RLFLOW_TRY_STATUS(rate("memory_gbs", "layout", &p.layout));
+    if (root["half_compute_gflops"]) {
+      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "conv", &p.half_conv));
+      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "matmul", &p.half_matmul));
+      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "vector", &p.half_vector));
+      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "special", &p.half_special));
+      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "pool", &p.half_pool));
+      RLFLOW_TRY_STATUS(str("half_source", &p.half_source, false));
+    }
     const auto o = root["overhead_us"];
     if (!o || !o["kernel"]) return Error::bad_input(label + ": missing 'overhead_us.kernel'");
     p.kernel_overhead_us = o["kernel"].as<double>();
@@ -167,6 +195,15 @@ std::string profile_yaml(const DeviceProfile& p) {
   y += "memory_gbs:  # GB/s (10^9 bytes), bytes read + written once by one kernel\n";
   y += rate_line("stream", p.stream, "GB/s", "contiguous streaming ops (elementwise, norms, pooling, conv/matmul operands)");
   y += rate_line("layout", p.layout, "GB/s", "data movement ops: Transpose, Concat, Split, Slice, Pad, Gather, Cast");
+  if (p.has_half_rates()) {
+    y += "half_compute_gflops:  # GFLOP/s for float16/bfloat16 ops; memory rates are shared\n";
+    y += rate_line("conv", p.half_conv, "GFLOP/s", "Conv with a spatial window or stride");
+    y += rate_line("matmul", p.half_matmul, "GFLOP/s", "GEMMs");
+    y += rate_line("vector", p.half_vector, "GFLOP/s", "elementwise arithmetic, norms, softmax, reductions");
+    y += rate_line("special", p.half_special, "GFLOP/s", "transcendentals");
+    y += rate_line("pool", p.half_pool, "GFLOP/s", "MaxPool, AveragePool");
+    if (!p.half_source.empty()) y += "half_source: " + quoted(p.half_source) + "\n";
+  }
   y += "overhead_us:\n";
   y += "  kernel: " + num(p.kernel_overhead_us) + "  # microseconds added to every kernel (launch or dispatch)\n";
   y += "  view: " + num(p.view_overhead_us) + "  # microseconds for a view op, which runs no kernel\n";

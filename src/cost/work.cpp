@@ -41,6 +41,7 @@ OpWork op_work(const OpSignature& s) {
   OpWork w;
   w.flops = signature_flops(s);
   w.bytes = total_bytes(s.inputs) + total_bytes(s.outputs);
+  w.half = !s.outputs.empty() && ir::is_half(s.outputs[0].dtype);
   switch (s.kind) {
     case OpKind::kConv:
       // A fused activation is applied to the accumulator before the store: no extra memory pass.

@@ -39,6 +39,14 @@ std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
         out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
         break;
       }
+      case ir::DType::kFloat16:
+      case ir::DType::kBFloat16: {
+        std::normal_distribution<double> d;
+        std::vector<double> v(n);
+        for (auto& x : v) x = d(rng);
+        out.push_back(ir::Tensor::from_doubles(t.dtype, t.shape, v));
+        break;
+      }
       default: {
         std::normal_distribution<float> d;
         std::vector<float> v(n);
@@ -48,6 +56,16 @@ std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
     }
   }
   return out;
+}
+
+double dtype_epsilon(ir::DType t) {
+  switch (t) {
+    case ir::DType::kFloat64: return 0x1p-52;
+    case ir::DType::kFloat32: return 0x1p-23;
+    case ir::DType::kFloat16: return 0x1p-10;
+    case ir::DType::kBFloat16: return 0x1p-7;
+    default: return 0;
+  }
 }
 
 OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol) {
@@ -95,7 +113,18 @@ Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph&
         od.max_abs_diff = INFINITY;
         continue;
       }
-      auto d = diff_tensors(*(*rb)[k], *(*ra)[k], opts.atol, opts.rtol);
+      double atol = opts.atol, rtol = opts.rtol;
+      if (ir::is_half((*ra)[k]->dtype())) {
+        const double eps = opts.half_ulps * dtype_epsilon((*ra)[k]->dtype());
+        double scale = 0;
+        for (double v : (*ra)[k]->as_double())
+          if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+        atol = std::max(atol, eps * std::max(1.0, scale));
+        rtol = std::max(rtol, eps);
+      }
+      od.atol = std::max(od.atol, atol);
+      od.rtol = std::max(od.rtol, rtol);
+      auto d = diff_tensors(*(*rb)[k], *(*ra)[k], atol, rtol);
       od.ok = od.ok && d.ok;
       od.max_abs_diff = std::max(od.max_abs_diff, d.max_abs_diff);
       od.max_ref_abs = std::max(od.max_ref_abs, d.max_ref_abs);
@@ -106,7 +135,7 @@ Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph&
     if (!od.ok && c.ok) {
       c.ok = false;
       c.message = "output '" + od.name + "' differs: max abs diff " + std::to_string(od.max_abs_diff) + " (atol " +
-                  std::to_string(opts.atol) + ", rtol " + std::to_string(opts.rtol) + ")";
+                  std::to_string(od.atol) + ", rtol " + std::to_string(od.rtol) + ")";
     }
   }
   return c;

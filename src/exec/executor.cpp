@@ -7,6 +7,7 @@
 namespace rlflow::exec {
 
 using detail::from_aten;
+using detail::round_to;
 using detail::to_aten;
 
 Executor::Executor(ir::DType compute, int num_threads) : compute_(compute) {
@@ -16,6 +17,11 @@ Executor::Executor(ir::DType compute, int num_threads) : compute_(compute) {
 bool Executor::supports(const ir::Node& node) { return node.kind != ir::OpKind::kOpaque; }
 
 namespace {
+// A computed value handed out in its graph dtype: half values were computed wide.
+ir::TensorPtr stored(const at::Tensor& x, ir::DType dtype) {
+  return from_aten(ir::is_half(dtype) && at::isFloatingType(x.scalar_type()) ? x.to(detail::to_scalar_type(dtype)) : x);
+}
+
 Expected<std::vector<at::Tensor>> guarded(const ir::Node& n, const std::vector<at::Tensor>& in, bool promote) {
   try {
     return detail::run_op(n, in, promote);
@@ -56,16 +62,18 @@ Expected<std::vector<ir::TensorPtr>> Executor::run(const ir::Graph& g, const std
       auto r = guarded(n, ins, promote);
       if (!r) return r.error().with_context(ir::node_label(g, static_cast<ir::NodeId>(i)));
       values[i] = std::move(*r);
-      for (size_t k = 0; k < values[i].size() && k < n.outputs.size(); ++k)
+      for (size_t k = 0; k < values[i].size() && k < n.outputs.size(); ++k) {
+        values[i][k] = round_to(values[i][k], n.outputs[k].dtype);
         if (values[i][k].sizes().vec() != n.outputs[k].shape)
           return Error::internal(ir::node_label(g, static_cast<ir::NodeId>(i)) + ": executor produced a shape other than the inferred " +
                                  n.outputs[k].str());
+      }
     }
     for (const auto& in : n.inputs)
       if (last_use[static_cast<size_t>(in.node)] == i) values[static_cast<size_t>(in.node)].clear();
   }
   std::vector<ir::TensorPtr> out;
-  for (const auto& o : g.outputs()) out.push_back(from_aten(values[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)]));
+  for (const auto& o : g.outputs()) out.push_back(stored(values[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)], g.type(o.value).dtype));
   return out;
 }
 
@@ -75,7 +83,7 @@ Expected<std::vector<ir::TensorPtr>> Executor::evaluate(const ir::Node& node, co
   auto r = guarded(node, ins, false);
   if (!r) return r.error();
   std::vector<ir::TensorPtr> out;
-  for (const auto& t : *r) out.push_back(from_aten(t));
+  for (size_t k = 0; k < r->size(); ++k) out.push_back(k < node.outputs.size() ? stored((*r)[k], node.outputs[k].dtype) : from_aten((*r)[k]));
   return out;
 }
 

@@ -14,6 +14,7 @@ at::ScalarType to_scalar_type(ir::DType d) {
     case ir::DType::kFloat32: return at::kFloat;
     case ir::DType::kFloat64: return at::kDouble;
     case ir::DType::kFloat16: return at::kHalf;
+    case ir::DType::kBFloat16: return at::kBFloat16;
     case ir::DType::kInt64: return at::kLong;
     case ir::DType::kInt32: return at::kInt;
     case ir::DType::kInt8: return at::kChar;
@@ -29,6 +30,7 @@ ir::DType from_scalar_type(at::ScalarType s) {
     case at::kFloat: return ir::DType::kFloat32;
     case at::kDouble: return ir::DType::kFloat64;
     case at::kHalf: return ir::DType::kFloat16;
+    case at::kBFloat16: return ir::DType::kBFloat16;
     case at::kLong: return ir::DType::kInt64;
     case at::kInt: return ir::DType::kInt32;
     case at::kChar: return ir::DType::kInt8;
@@ -44,8 +46,14 @@ std::vector<int64_t> vec(const ir::Shape& s) { return {s.begin(), s.end()}; }
 at::Tensor to_aten(const ir::Tensor& t, bool promote_double) {
   // Weights are immutable and outlive the run, so ATen may read them in place.
   auto x = at::from_blob(const_cast<std::byte*>(t.raw()), vec(t.shape()), at::TensorOptions().dtype(to_scalar_type(t.dtype())));
-  if (promote_double && t.dtype() == ir::DType::kFloat32) return x.to(at::kDouble);
+  if (promote_double && (t.dtype() == ir::DType::kFloat32 || ir::is_half(t.dtype()))) return x.to(at::kDouble);
+  if (ir::is_half(t.dtype())) return x.to(at::kFloat);  // half values are computed in float32
   return x;
+}
+
+at::Tensor round_to(const at::Tensor& x, ir::DType stored) {
+  if (!ir::is_half(stored) || !at::isFloatingType(x.scalar_type())) return x;
+  return x.to(to_scalar_type(stored)).to(x.scalar_type());
 }
 
 ir::TensorPtr from_aten(const at::Tensor& t) {
@@ -217,6 +225,8 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
     case OpKind::kCast: {
       auto to = std::get<ir::CastParams>(n.params).to;
       if (promote && to == ir::DType::kFloat32) to = ir::DType::kFloat64;
+      // A cast to a half type computes in the wide type; the executor rounds every half output.
+      if (ir::is_half(to)) to = promote ? ir::DType::kFloat64 : ir::DType::kFloat32;
       return one(in[0].to(to_scalar_type(to)));
     }
     case OpKind::kSoftmax: return one(at::softmax(in[0], std::get<ir::AxisParams>(n.params).axis));

@@ -77,10 +77,10 @@ TensorPtr random_tensor(Shape shape, uint64_t seed, DType dtype) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   const auto n = static_cast<size_t>(numel(shape));
-  if (dtype == DType::kFloat64) {
+  if (dtype != DType::kFloat32) {
     std::vector<double> v(n);
     for (auto& x : v) x = dist(rng);
-    return Tensor::from_vector(dtype, std::move(shape), v);
+    return Tensor::from_doubles(dtype, std::move(shape), v);
   }
   std::vector<float> v(n);
   for (auto& x : v) x = static_cast<float>(dist(rng));

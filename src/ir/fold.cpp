@@ -18,13 +18,7 @@ TensorPtr materialize_constant(const ConstantParams& p) {
   } else if (p.fill == ConstantFill::kAvgPoolKernel && p.shape.size() == 4) {
     std::fill(v.begin(), v.end(), 1.0 / static_cast<double>(p.shape[2] * p.shape[3]));
   }
-  if (p.dtype == DType::kFloat64) return Tensor::from_vector(p.dtype, p.shape, v);
-  if (p.dtype == DType::kInt64) {
-    std::vector<int64_t> iv(v.begin(), v.end());
-    return Tensor::from_vector(p.dtype, p.shape, iv);
-  }
-  std::vector<float> fv(v.begin(), v.end());
-  return Tensor::from_vector(DType::kFloat32, p.shape, fv);
+  return Tensor::from_doubles(p.dtype, p.shape, v);
 }
 
 Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {

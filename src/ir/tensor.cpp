@@ -41,7 +41,8 @@ std::vector<Out> convert(const Tensor& t, F&& cast) {
     case DType::kInt8: for (auto v : t.data<int8_t>()) out.push_back(cast(v)); break;
     case DType::kUInt8:
     case DType::kBool: for (auto v : t.data<uint8_t>()) out.push_back(cast(v)); break;
-    case DType::kFloat16: throw std::invalid_argument("float16 tensor cannot be read as numbers here");
+    case DType::kFloat16: for (auto v : t.data<uint16_t>()) out.push_back(cast(half_to_float(v))); break;
+    case DType::kBFloat16: for (auto v : t.data<uint16_t>()) out.push_back(cast(bfloat16_to_float(v))); break;
   }
   return out;
 }
@@ -53,6 +54,26 @@ std::vector<int64_t> Tensor::as_int64() const {
 
 std::vector<double> Tensor::as_double() const {
   return convert<double>(*this, [](auto v) { return static_cast<double>(v); });
+}
+
+TensorPtr Tensor::from_doubles(DType dtype, Shape shape, const std::vector<double>& v) {
+  auto narrow = [&]<class T>(auto&& f) {
+    std::vector<T> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = f(v[i]);
+    return from_vector<T>(dtype, std::move(shape), out);
+  };
+  switch (dtype) {
+    case DType::kFloat32: return narrow.operator()<float>([](double x) { return static_cast<float>(x); });
+    case DType::kFloat64: return from_vector<double>(dtype, std::move(shape), v);
+    case DType::kFloat16: return narrow.operator()<uint16_t>([](double x) { return float_to_half(static_cast<float>(x)); });
+    case DType::kBFloat16: return narrow.operator()<uint16_t>([](double x) { return float_to_bfloat16(static_cast<float>(x)); });
+    case DType::kInt64: return narrow.operator()<int64_t>([](double x) { return static_cast<int64_t>(x); });
+    case DType::kInt32: return narrow.operator()<int32_t>([](double x) { return static_cast<int32_t>(x); });
+    case DType::kInt8: return narrow.operator()<int8_t>([](double x) { return static_cast<int8_t>(x); });
+    case DType::kUInt8: return narrow.operator()<uint8_t>([](double x) { return static_cast<uint8_t>(x); });
+    case DType::kBool: return narrow.operator()<uint8_t>([](double x) { return static_cast<uint8_t>(x != 0.0); });
+  }
+  throw std::invalid_argument("unknown dtype");
 }
 
 bool Tensor::same_content(const Tensor& o) const {

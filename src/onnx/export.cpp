@@ -152,10 +152,8 @@ std::string Exporter::add_initializer(const TensorPtr& t, const std::string& bas
 }
 
 std::string Exporter::scalar_like(double v, ir::DType dt, const std::string& base) {
-  if (dt == ir::DType::kFloat64) return add_initializer(ir::Tensor::from_vector<double>(dt, {}, {v}), base);
-  if (dt == ir::DType::kInt64) return add_initializer(ir::Tensor::from_vector<int64_t>(dt, {}, {static_cast<int64_t>(v)}), base);
-  if (dt == ir::DType::kInt32) return add_initializer(ir::Tensor::from_vector<int32_t>(dt, {}, {static_cast<int32_t>(v)}), base);
-  return add_initializer(ir::Tensor::from_vector<float>(ir::DType::kFloat32, {}, {static_cast<float>(v)}), base);
+  const bool keep = ir::is_float(dt) || dt == ir::DType::kInt64 || dt == ir::DType::kInt32;
+  return add_initializer(ir::Tensor::from_doubles(keep ? dt : ir::DType::kFloat32, {}, {v}), base);
 }
 
 Status Exporter::emit(NodeId id) {
@@ -328,7 +326,8 @@ Status Exporter::emit(NodeId id) {
       reduce(ins[0], mean);
       add_node("Sub", anon, {ins[0], mean}, {d});
       // Pow(d, 2), as PyTorch writes it: onnxruntime's LayerNorm fusion looks for that form.
-      add_node("Pow", anon, {d, scalar_like(2.0, dt, out + "_two")}, {sq});
+      // The exponent is Pow's own type T1, which admits bfloat16 only from opset 15: float32 there.
+      add_node("Pow", anon, {d, scalar_like(2.0, dt == ir::DType::kBFloat16 ? ir::DType::kFloat32 : dt, out + "_two")}, {sq});
       reduce(sq, var);
       add_node("Add", anon, {var, scalar_like(p.epsilon, dt, out + "_eps")}, {ve});
       add_node("Sqrt", anon, {ve}, {sd});

@@ -81,7 +81,8 @@ TensorPtr from_num(const Num& n, DType dt, const Shape& shape) {
     case DType::kInt8: { std::vector<int8_t> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = static_cast<int8_t>(ival(k)); return Tensor::from_vector(dt, shape, v); }
     case DType::kUInt8: { std::vector<uint8_t> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = static_cast<uint8_t>(ival(k)); return Tensor::from_vector(dt, shape, v); }
     case DType::kBool: { std::vector<uint8_t> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = n.is_int ? n.i[k] != 0 : n.f[k] != 0.0; return Tensor::from_vector(dt, shape, v); }
-    case DType::kFloat16: return nullptr;
+    case DType::kFloat16:
+    case DType::kBFloat16: return Tensor::from_doubles(dt, shape, n.is_int ? std::vector<double>(n.i.begin(), n.i.end()) : n.f);
   }
   return nullptr;
 }
@@ -173,8 +174,9 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
   const std::string& op = node.op_type();
   if (!node.domain().empty() && node.domain() != "ai.onnx") return not_handled();
   if (find_attr(node, "broadcast")) return not_handled();  // legacy (opset < 7) broadcasting
+  // Half values are left to the reference executor, which rounds after every node as a half kernel does.
   for (const auto& t : in)
-    if (t && t->dtype() == DType::kFloat16) return not_handled();
+    if (t && ir::is_half(t->dtype())) return not_handled();
 
   if (op == "Shape") {
     if (types.empty() || !types[0]) return not_handled();

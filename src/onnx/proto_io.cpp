@@ -20,10 +20,8 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
     case onnx::TensorProto::FLOAT: return DType::kFloat32;
     case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::FLOAT16:
-      // The reference executor and the cost models cannot run half precision yet: a clean refusal
-      // instead of an internal error when verification reaches the first half-precision kernel.
-      return Error::unsupported(what + " is float16, which rlflow does not support yet");
+    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
+    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
     case onnx::TensorProto::INT64: return DType::kInt64;
     case onnx::TensorProto::INT32: return DType::kInt32;
     case onnx::TensorProto::INT8: return DType::kInt8;
@@ -31,7 +29,12 @@ Expected<DType> dtype_from_onnx(int32_t t, const std::string& what) {
     case onnx::TensorProto::BOOL: return DType::kBool;
     default: break;
   }
+  // Types newer than the onnx.proto rlflow builds against, named as the ONNX spec names them.
+  static const std::pair<int32_t, const char*> kNewer[] = {{17, "FLOAT8E4M3FN"}, {18, "FLOAT8E4M3FNUZ"}, {19, "FLOAT8E5M2"},
+                                                          {20, "FLOAT8E5M2FNUZ"}, {21, "UINT4"}, {22, "INT4"}, {23, "FLOAT4E2M1"}};
   std::string name = onnx::TensorProto_DataType_IsValid(t) ? onnx::TensorProto_DataType_Name(t) : std::to_string(t);
+  for (const auto& [code, text] : kNewer)
+    if (code == t && !onnx::TensorProto_DataType_IsValid(t)) name = text;
   return Error::unsupported(what + " has unsupported dtype " + name);
 }
 
@@ -40,6 +43,7 @@ int32_t dtype_to_onnx(DType t) {
     case DType::kFloat32: return onnx::TensorProto::FLOAT;
     case DType::kFloat64: return onnx::TensorProto::DOUBLE;
     case DType::kFloat16: return onnx::TensorProto::FLOAT16;
+    case DType::kBFloat16: return onnx::TensorProto::BFLOAT16;
     case DType::kInt64: return onnx::TensorProto::INT64;
     case DType::kInt32: return onnx::TensorProto::INT32;
     case DType::kInt8: return onnx::TensorProto::INT8;
@@ -134,7 +138,8 @@ Expected<ir::TensorPtr> tensor_from_proto(const onnx::TensorProto& t, const std:
       case DType::kInt8: have = static_cast<size_t>(t.int32_data_size()); if (have == n) bytes = pack<int8_t>(t.int32_data(), n); break;
       case DType::kUInt8:
       case DType::kBool: have = static_cast<size_t>(t.int32_data_size()); if (have == n) bytes = pack<uint8_t>(t.int32_data(), n); break;
-      case DType::kFloat16: have = static_cast<size_t>(t.int32_data_size()); if (have == n) bytes = pack<uint16_t>(t.int32_data(), n); break;
+      case DType::kFloat16:
+      case DType::kBFloat16: have = static_cast<size_t>(t.int32_data_size()); if (have == n) bytes = pack<uint16_t>(t.int32_data(), n); break;
     }
     if (have != n)
       return Error::bad_input("tensor '" + t.name() + "' has " + std::to_string(have) + " values, expected " +

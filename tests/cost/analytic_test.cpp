@@ -319,6 +319,34 @@ TEST(NodeCosts, FusionLowersGraphCost) {
   }
 }
 
+TEST(Analytic, HalfOpsUseTheHalfRatesAndMoveHalfTheBytes) {
+  auto conv16 = sig(OpKind::kConv, conv2d(3), {{{1, 64, 56, 56}, false, ir::DType::kFloat16}, {{64, 64, 3, 3}, true, ir::DType::kFloat16}});
+  auto relu16 = sig(OpKind::kRelu, {}, {{{1, 64, 56, 56}, false, ir::DType::kFloat16}});
+  EXPECT_TRUE(op_work(conv16).half);
+  EXPECT_DOUBLE_EQ(op_work(conv16).bytes, 1753088.0 / 2);
+  // Without half rates (CPU runtimes compute half in float32) the float32 compute rate applies.
+  AnalyticCostModel plain(toy_profile());
+  EXPECT_NEAR(cost_of(plain, conv16), 0.005 + 2.31211008, 1e-12);
+  EXPECT_NEAR(cost_of(plain, relu16), 0.005 + 0.1605632 / 2, 1e-12);
+  DeviceProfile p = toy_profile();
+  p.half_conv = {400, 1};
+  p.half_matmul = {800, 1};
+  p.half_vector = p.half_special = p.half_pool = {20, 1};
+  ASSERT_TRUE(p.validate().ok());
+  AnalyticCostModel half(p);
+  EXPECT_NEAR(cost_of(half, conv16), 0.005 + 2.31211008 / 4, 1e-12);
+  EXPECT_NE(half.device_fingerprint(), plain.device_fingerprint());
+  auto back = parse_profile(profile_yaml(p), "half round trip");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, p);
+  // The shipped GPU profiles carry datasheet half rates: tensor cores twice the TF32 peak.
+  auto h100 = load_profile("h100");
+  ASSERT_TRUE(h100.ok());
+  ASSERT_TRUE(h100->has_half_rates());
+  EXPECT_DOUBLE_EQ(h100->half_matmul.peak, 2 * h100->matmul.peak);
+  EXPECT_NE(h100->half_source.find("datasheet"), std::string::npos);
+}
+
 // ---- profiles ----
 
 TEST(Profile, ShippedProfilesLoadAndRoundTrip) {

@@ -28,6 +28,7 @@ struct OpWork {
   ComputeClass compute = ComputeClass::kVector;
   MemoryClass memory = MemoryClass::kStream;
   bool view = false;  // Reshape/Flatten/Squeeze/Unsqueeze: metadata only, no kernel runs
+  bool half = false;  // computes in float16/bfloat16 (its output is half-typed): the profile's half rates apply
 };
 
 // ir::node_flops computed from a signature instead of a graph node.
@@ -50,6 +51,13 @@ struct DeviceProfile {
   std::string source;       // where the numbers come from (datasheet, calibration run)
   Throughput conv, matmul, vector, special, pool;  // GFLOP/s
   Throughput stream, layout;        // GB/s
+  // Compute rates for float16/bfloat16 ops (half_compute_gflops; optional, all five or none).
+  // A zero peak means the profile has none: half ops then run at the float32 rates, as on CPU
+  // runtimes, which compute half graphs in float32. Memory rates are shared: half ops move half
+  // the bytes through the same bandwidth.
+  Throughput half_conv, half_matmul, half_vector, half_special, half_pool;
+  std::string half_source;  // where the half rates come from (datasheet or calibration)
+  bool has_half_rates() const { return half_conv.peak > 0; }
   double kernel_overhead_us = 0;    // fixed cost of every kernel (launch, dispatch)
   double view_overhead_us = 0;      // cost of a view op (no kernel)
   std::string calibration;          // fit summary, when the profile was written by calibrate
@@ -58,7 +66,7 @@ struct DeviceProfile {
   // profile (see runtime_fused_nodes). Empty: every node runs as its own kernel.
   std::string runtime;
 
-  const Throughput& rate(ComputeClass c) const;
+  const Throughput& rate(ComputeClass c, bool half = false) const;
   const Throughput& rate(MemoryClass m) const;
   uint64_t hash() const;  // over every number: part of the analytic device fingerprint
   Status validate() const;

@@ -16,13 +16,22 @@ struct CompareOptions {
   double atol = 1e-4;
   double rtol = 1e-3;
   ir::DType compute = ir::DType::kFloat32;
+  // Outputs stored in a half type are compared at their own precision: atol and rtol widen to
+  // half_ulps machine epsilons of that type (float16 2^-10, bfloat16 2^-7), atol relative to the
+  // largest reference magnitude of the output. Two half computations that round at different
+  // points (a folded BatchNorm, a fused bias) differ by a few ulps per layer.
+  double half_ulps = 16;
 };
+
+// Machine epsilon of a float dtype (the gap between 1 and the next value); 0 for other dtypes.
+double dtype_epsilon(ir::DType t);
 
 struct OutputDiff {
   std::string name;
   double max_abs_diff = 0;
   double max_ref_abs = 0;
   bool ok = true;
+  double atol = 0, rtol = 0;  // the tolerance this output was compared with
 };
 
 struct Comparison {

@@ -24,6 +24,8 @@ class Tensor {
     if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
     return std::make_shared<const Tensor>(TensorType{dtype, std::move(shape)}, std::move(b));
   }
+  // Numbers converted to any dtype (half types round to nearest even, integers truncate).
+  static std::shared_ptr<const Tensor> from_doubles(DType dtype, Shape shape, const std::vector<double>& v);
   static std::shared_ptr<const Tensor> scalar_f32(float v) { return from_vector<float>(DType::kFloat32, {}, {v}); }
   static std::shared_ptr<const Tensor> i64(const std::vector<int64_t>& v) {
     return from_vector<int64_t>(DType::kInt64, {static_cast<int64_t>(v.size())}, v);
@@ -41,7 +43,7 @@ class Tensor {
   std::span<const T> data() const {
     return {reinterpret_cast<const T*>(data_), size_ / sizeof(T)};
   }
-  // Integer contents widened to int64 (for shape-like tensors); empty optional for floats.
+  // Contents converted to int64 (for shape-like tensors; floats truncate).
   std::vector<int64_t> as_int64() const;
   // Any numeric contents converted to double.
   std::vector<double> as_double() const;

@@ -108,7 +108,19 @@ Expected<std::vector<int>> to_int(const std::vector<int64_t>& v, const std::stri
 }
 
 // cuDNN tensors have 4 to 8 dims: shorter shapes get trailing 1s, which changes no layout.
-Status set_tensor(TensorD& t, std::vector<int64_t> dims, const std::string& what) {
+// The cuDNN/cuBLAS element type of a float tensor.
+cudnnDataType_t cudnn_type(const TensorDesc& t) {
+  if (t.half == TensorDesc::Half::kFloat16) return CUDNN_DATA_HALF;
+  if (t.half == TensorDesc::Half::kBFloat16) return CUDNN_DATA_BFLOAT16;
+  return CUDNN_DATA_FLOAT;
+}
+cudaDataType_t cublas_type(const TensorDesc& t) {
+  if (t.half == TensorDesc::Half::kFloat16) return CUDA_R_16F;
+  if (t.half == TensorDesc::Half::kBFloat16) return CUDA_R_16BF;
+  return CUDA_R_32F;
+}
+
+Status set_tensor(TensorD& t, std::vector<int64_t> dims, const std::string& what, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   RL_TRY(t.create());
   while (dims.size() < 4) dims.push_back(1);
   if (dims.size() > 8) return Error::unsupported(what + ": rank " + std::to_string(dims.size()) + " > 8");
@@ -116,7 +128,7 @@ Status set_tensor(TensorD& t, std::vector<int64_t> dims, const std::string& what
   if (!d) return d.error();
   std::vector<int> strides(d->size(), 1);
   for (size_t i = d->size(); i-- > 1;) strides[i - 1] = strides[i] * (*d)[i];
-  RL_CUDNN(cudnnSetTensorNdDescriptor(t.get(), CUDNN_DATA_FLOAT, static_cast<int>(d->size()), d->data(), strides.data()));
+  RL_CUDNN(cudnnSetTensorNdDescriptor(t.get(), type, static_cast<int>(d->size()), d->data(), strides.data()));
   return {};
 }
 
@@ -195,40 +207,49 @@ class ConvKernel : public Kernel {
       dil.push_back(1);
     }
     const int nb = static_cast<int>(x.size());
-    RL_TRY(set_tensor(x_, x, d_.label));
+    // Half convolutions: NCHW half data, as ONNX lays it out, float32 accumulation
+    // (cuDNN's pseudo-half configuration) on tensor cores. cuDNN may transpose to NHWC inside
+    // the algorithm it picks; that transposition is part of the timed call.
+    const cudnnDataType_t io = cudnn_type(d_.inputs[0]);
+    elem_ = d_.inputs[0].elem_bytes;
+    RL_TRY(set_tensor(x_, x, d_.label, io));
     auto wd = to_int(w, d_.label);
     if (!wd) return wd.error();
     RL_TRY(w_.create());
-    RL_CUDNN(cudnnSetFilterNdDescriptor(w_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nb, wd->data()));
+    RL_CUDNN(cudnnSetFilterNdDescriptor(w_.get(), io, CUDNN_TENSOR_NCHW, nb, wd->data()));
     auto pd = to_int(pad, d_.label), sd = to_int(str, d_.label), dd = to_int(dil, d_.label);
     if (!pd || !sd || !dd) return Error::unsupported(d_.label + ": convolution attributes do not fit int");
     RL_TRY(conv_.create());
     RL_CUDNN(cudnnSetConvolutionNdDescriptor(conv_.get(), nb - 2, pd->data(), sd->data(), dd->data(), CUDNN_CROSS_CORRELATION,
                                              CUDNN_DATA_FLOAT));
     RL_CUDNN(cudnnSetConvolutionGroupCount(conv_.get(), static_cast<int>(d_.group)));
-    // DEFAULT_MATH lets fp32 convolutions use TF32 tensor cores; FMA_MATH forbids it.
-    RL_CUDNN(cudnnSetConvolutionMathType(conv_.get(), c.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    // DEFAULT_MATH lets fp32 convolutions use TF32 tensor cores; FMA_MATH forbids it. Half data
+    // always may use tensor cores.
+    const bool half = io != CUDNN_DATA_FLOAT;
+    RL_CUDNN(cudnnSetConvolutionMathType(conv_.get(), half ? CUDNN_TENSOR_OP_MATH : c.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     std::vector<int> yd(static_cast<size_t>(nb));
     RL_CUDNN(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), x_.get(), w_.get(), nb, yd.data()));
     y_dims_.assign(yd.begin(), yd.end());
-    RL_TRY(set_tensor(y_, y_dims_, d_.label));
+    RL_TRY(set_tensor(y_, y_dims_, d_.label, io));
     has_bias_ = d_.inputs.size() > 2;
     fused_ = d_.act == Act::kRelu;
     if (has_bias_ || fused_) {
       std::vector<int64_t> b(x.size(), 1);
       b[1] = w[0];
-      RL_TRY(set_tensor(b_, b, d_.label));
+      RL_TRY(set_tensor(b_, b, d_.label, io));
     }
     if (d_.act != Act::kNone) RL_TRY(set_activation(act_, d_.act));
     return {};
   }
 
-  size_t output_bytes(size_t i) const override { return std::max(Kernel::output_bytes(i), static_cast<size_t>(prod(y_dims_)) * 4); }
+  size_t output_bytes(size_t i) const override {
+    return std::max(Kernel::output_bytes(i), static_cast<size_t>(prod(y_dims_)) * static_cast<size_t>(elem_));
+  }
 
   Status prepare(Context& c, const In& in, const Out& out) override {
     if (fused_ && !has_bias_) {
       // The fused call always adds a bias; a zero one keeps the op's meaning.
-      RL_TRY(zero_bias_.alloc(static_cast<size_t>(d_.inputs[1].shape[0]) * 4));
+      RL_TRY(zero_bias_.alloc(static_cast<size_t>(d_.inputs[1].shape[0]) * static_cast<size_t>(elem_)));
       RL_CUDA(cudaMemsetAsync(zero_bias_.get(), 0, zero_bias_.size(), c.stream));
     }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -243,6 +264,16 @@ class ConvKernel : public Kernel {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > c.workspace_bytes) continue;
       algo_ = perf[i].algo;
       if (!fused_ || run(c, in, out).ok()) return {};
+    }
+    if (fused_) {
+      // No algorithm runs fused (some half configurations): convolution, bias and activation
+      // run as separate calls, as a runtime without the fused kernel would.
+      fused_ = false;
+      for (int i = 0; i < returned; ++i)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= c.workspace_bytes) {
+          algo_ = perf[i].algo;
+          return {};
+        }
     }
     return Error::unsupported(d_.label + ": no cuDNN convolution algorithm fits the " +
                               std::to_string(c.workspace_bytes >> 20) + " MiB workspace");
@@ -273,6 +304,7 @@ class ConvKernel : public Kernel {
   DeviceBuffer zero_bias_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   bool has_bias_ = false, fused_ = false;
+  int elem_ = 4;
 };
 
 // ---- MatMul (numpy broadcasting over batch dims) and Gemm: cuBLAS, row-major through the
@@ -314,10 +346,18 @@ class MatMulKernel : public Kernel {
     return {};
   }
   Status run(Context& c, const In& in, const Out& out) override {
+    const int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
+    if (d_.inputs[0].half != TensorDesc::Half::kNone) {
+      // Half operands and result, float32 accumulation on tensor cores.
+      const cudaDataType_t t = cublas_type(d_.inputs[0]);
+      RL_CUBLAS(cublasGemmStridedBatchedEx(c.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &kOne, in[1], t, n, stride_b_, in[0], t, k,
+                                           stride_a_, &kZero, out[0], t, n, m_ * n_, static_cast<int>(batch_),
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return {};
+    }
     const float* A = static_cast<const float*>(in[0]);
     const float* B = static_cast<const float*>(in[1]);
     float* C = static_cast<float*>(out[0]);
-    const int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
     if (batch_ == 1) {
       RL_CUBLAS(cublasSgemm(c.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &kOne, B, n, A, k, &kZero, C, n));
     } else {
@@ -359,16 +399,21 @@ class GemmKernel : public Kernel {
     return {};
   }
   Status run(Context& c, const In& in, const Out& out) override {
-    float* Y = static_cast<float*>(out[0]);
-    if (bias_) RL_TRY(strided_copy(in[2], Y, 4, 0, bias_map_, c.stream));
+    if (bias_) RL_TRY(strided_copy(in[2], out[0], d_.outputs[0].elem_bytes, 0, bias_map_, c.stream));
     const float alpha = static_cast<float>(d_.alpha), beta = bias_ ? static_cast<float>(d_.beta) : 0.0f;
     const int m = static_cast<int>(m_), n = static_cast<int>(n_), k = static_cast<int>(k_);
     // Row-major X is column-major X^T: Y^T (n x m) = op(B)^T (n x k) * op(A)^T (k x m).
     const cublasOperation_t op_b = d_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_a = d_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int ldb = d_.trans_b ? k : n, lda = d_.trans_a ? m : k;
+    if (d_.inputs[0].half != TensorDesc::Half::kNone) {
+      const cudaDataType_t t = cublas_type(d_.inputs[0]);
+      RL_CUBLAS(cublasGemmEx(c.cublas, op_b, op_a, n, m, k, &alpha, in[1], t, ldb, in[0], t, lda, &beta, out[0], t, n,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return {};
+    }
     RL_CUBLAS(cublasSgemm(c.cublas, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(in[1]), ldb,
-                          static_cast<const float*>(in[0]), lda, &beta, Y, n));
+                          static_cast<const float*>(in[0]), lda, &beta, static_cast<float*>(out[0]), n));
     return {};
   }
 
@@ -738,9 +783,19 @@ Expected<std::unique_ptr<Kernel>> plain(const OpDesc& d) {
 Expected<std::unique_ptr<Kernel>> make_kernel(Context& c, const OpDesc& d) {
   if (d.inputs.empty() && d.kind != Kind::kFill) return Error::bad_input(d.label + ": op without inputs");
   if (d.outputs.empty()) return Error::bad_input(d.label + ": op without outputs");
-  for (const auto& t : d.inputs)
-    if (t.is_f32 == false && (d.kind == Kind::kConv || d.kind == Kind::kMatMul || d.kind == Kind::kGemm))
-      return Error::unsupported(d.label + ": the cudnn backend runs " + "float32 convolutions and GEMMs only");
+  const bool tensor_core_op = d.kind == Kind::kConv || d.kind == Kind::kMatMul || d.kind == Kind::kGemm;
+  bool half = false;
+  for (const auto& t : d.inputs) {
+    half = half || t.half != TensorDesc::Half::kNone;
+    if (tensor_core_op && !t.is_f32 && (t.half == TensorDesc::Half::kNone || t.half != d.inputs[0].half))
+      return Error::unsupported(d.label + ": the cudnn backend runs convolutions and GEMMs in float32, float16 or bfloat16, one type per op");
+  }
+  // Half precision: convolutions and GEMMs run for real (cuDNN, cuBLAS); every other half op is
+  // timed as one memory pass over its bytes, the bound a bandwidth-limited kernel has. Moves
+  // (Transpose, Slice, Concat, Split, Gather, Cast) already work on raw bytes.
+  const bool moves_bytes = d.kind == Kind::kTranspose || d.kind == Kind::kSlice || d.kind == Kind::kConcat ||
+                           d.kind == Kind::kSplit || d.kind == Kind::kCast || d.kind == Kind::kView || d.kind == Kind::kFill;
+  if (half && !tensor_core_op && !moves_bytes && d.kind != Kind::kGather) return plain<CastKernel>(d);
   switch (d.kind) {
     case Kind::kConv: return with_init<ConvKernel>(c, d);
     case Kind::kMatMul: return with_init<MatMulKernel>(c, d);

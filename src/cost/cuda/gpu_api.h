@@ -17,6 +17,7 @@ struct TensorDesc {
   int elem_bytes = 4;
   bool is_f32 = true;  // float32; anything else is moved as raw bytes (Cast, integer indices)
   bool is_int64 = false;
+  enum class Half { kNone, kFloat16, kBFloat16 } half = Half::kNone;  // 16-bit float storage
   int64_t numel() const {
     int64_t n = 1;
     for (auto d : shape) n *= d;
