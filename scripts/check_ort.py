@@ -133,6 +133,23 @@ def _exceeds(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
     return not np.allclose(b64, a64, atol=atol, rtol=rtol, equal_nan=True)
 
 
+# Half-precision outputs are compared at their own precision, as rlflow's verification does
+# (exec::CompareOptions::half_ulps): atol and rtol widen to 16 machine epsilons of the dtype,
+# atol relative to the largest reference magnitude of the output.
+HALF_ULPS = 16
+HALF_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def output_tolerance(ref: np.ndarray, atol: float, rtol: float) -> tuple:
+    """(atol, rtol) for comparing against `ref`: widened for float16 (bfloat16 arrives as float32 from ORT)."""
+    eps = HALF_EPS.get(str(ref.dtype))
+    if eps is None:
+        return atol, rtol
+    finite = np.abs(ref[np.isfinite(ref)].astype(np.float64))
+    scale = max(1.0, float(finite.max()) if finite.size else 0.0)
+    return max(atol, HALF_ULPS * eps * scale), max(rtol, HALF_ULPS * eps)
+
+
 def check(orig, opt, atol: float = 1e-4, seed: int = 0, input_shapes: Optional[Dict[str, List[int]]] = None,
           rtol: float = 0.0) -> dict:
     """Compare OPT against ORIG. Never raises for bad models; the result says what went wrong.
@@ -216,7 +233,10 @@ def check(orig, opt, atol: float = 1e-4, seed: int = 0, input_shapes: Optional[D
         else:
             d = _max_abs_diff(r, g)
             entry["max_abs_diff"] = d
-            entry["ok"] = not _exceeds(r, g, atol, rtol)
+            a, rt = output_tolerance(r, atol, rtol)
+            if (a, rt) != (atol, rtol):
+                entry["atol"], entry["rtol"] = a, rt
+            entry["ok"] = not _exceeds(r, g, a, rt)
             ok = ok and entry["ok"]
             worst = max(worst, d)
         result["outputs"].append(entry)
@@ -244,6 +264,9 @@ def _json_safe(x):
 def format_line(r: dict) -> str:
     d = r.get("max_abs_diff")
     diff = f"max_abs_diff={d:.3g}" if d is not None else "max_abs_diff=n/a"
+    widened = [o for o in r.get("outputs", []) if "atol" in o]
+    if widened:
+        diff += f" (half precision: atol {max(o['atol'] for o in widened):.3g}, rtol {max(o['rtol'] for o in widened):.3g})"
     if r["ok"]:
         return f"OK {r['name']} {diff}"
     why = []

@@ -216,6 +216,13 @@ ZOO: Dict[str, ZooEntry] = {
 }
 
 
+# Half-precision members: a float32 export converted by scripts/half_precision.py.
+HALF: Dict[str, Tuple[str, str]] = {
+    "resnet18_fp16": ("resnet18", "float16"),
+    "transformer_encoder_fp16": ("transformer_encoder", "float16"),
+}
+
+
 # ------------------------------------------------------------------------- export
 
 
@@ -327,6 +334,24 @@ def export_one(name: str, entry: ZooEntry, out_dir: Path, seed: int, keep_bn: bo
     return path
 
 
+def convert_half(name: str, out_dir: Path) -> Path:
+    """models/<name>.onnx from its float32 base (exported first if missing), converted to half."""
+    import onnx
+
+    from half_precision import convert
+
+    base, dtype = HALF[name]
+    src = out_dir / f"{base}.onnx"
+    path = out_dir / f"{name}.onnx"
+    tmp = path.with_suffix(".onnx.tmp")
+    try:
+        onnx.save(convert(onnx.load(str(src)), dtype), str(tmp))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def check_and_describe(path: Path) -> Tuple[float, "collections.Counter[str]"]:
     import onnx
 
@@ -353,13 +378,20 @@ def main(argv: List[str]) -> int:
         for name, e in ZOO.items():
             shape = "x".join(map(str, e.input_shape))
             print(f"{name:14s} opset {e.opset:2d}  {e.input_name}[{shape}]")
+        for name, (base, dtype) in HALF.items():
+            print(f"{name:14s} {base} converted to {dtype}")
         return 0
 
-    unknown = [n for n in args.names if n not in ZOO]
+    known = list(ZOO) + list(HALF)
+    unknown = [n for n in args.names if n not in known]
     if unknown:
-        print(f"error: unknown model(s): {', '.join(unknown)}; known: {', '.join(ZOO)}", file=sys.stderr)
+        print(f"error: unknown model(s): {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
-    names = args.names or list(ZOO)
+    names = args.names or known
+    # A half model needs its float32 base exported first.
+    for n in list(names):
+        if n in HALF and HALF[n][0] not in names and not (args.out_dir / f"{HALF[n][0]}.onnx").exists():
+            names.insert(names.index(n), HALF[n][0])
 
     try:
         # onnx must be imported before torch: Debian's libtorch links its own
@@ -380,8 +412,12 @@ def main(argv: List[str]) -> int:
             status = "exists"
         else:
             try:
-                export_one(name, ZOO[name], args.out_dir, args.seed, args.keep_bn)
-                status = "exported"
+                if name in HALF:
+                    convert_half(name, args.out_dir)
+                    status = "converted"
+                else:
+                    export_one(name, ZOO[name], args.out_dir, args.seed, args.keep_bn)
+                    status = "exported"
             except Exception as e:  # export errors come from deep inside torch; one line is enough
                 print(f"FAIL {name}: export failed: {type(e).__name__}: {e}", file=sys.stderr)
                 failed += 1

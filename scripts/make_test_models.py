@@ -22,6 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+import half_precision  # scripts/, next to this file
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "tests" / "data"
 PRODUCER = "rlflow/scripts/make_test_models.py"
@@ -239,6 +241,9 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,
     "opaque_op": opaque_op,
+    # float16 end to end (scripts/half_precision.py): a CNN and an attention block.
+    "tiny_cnn_fp16": lambda: half_precision.convert(tiny_cnn(), "float16"),
+    "tiny_attention_fp16": lambda: half_precision.convert(tiny_attention(), "float16"),
 }
 
 
@@ -362,7 +367,7 @@ def ort_smoke(model: onnx.ModelProto, name: str) -> str:
     feeds = {}
     for i in sess.get_inputs():
         shape = [d if isinstance(d, int) else 2 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+        feeds[i.name] = rng.standard_normal(shape).astype(np.float16 if i.type == "tensor(float16)" else np.float32)
     outs = sess.run(None, feeds)
     for o in outs:
         if not np.all(np.isfinite(o)):

@@ -8,7 +8,8 @@ from pathlib import Path
 
 
 # The model zoo that scripts/export_models writes, in the order the benchmark tables list it.
-ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "mobilenet_v3_small", "vit_b_16", "bert_base", "transformer_encoder", "gpt_block"]
+ZOO = ["squeezenet1_1", "resnet18", "resnet50", "inception_v3", "mobilenet_v3_small", "vit_b_16", "bert_base", "transformer_encoder", "gpt_block",
+       "resnet18_fp16", "transformer_encoder_fp16"]
 
 
 def rlflow(binary: str, args: list[str], timeout: float | None) -> dict:

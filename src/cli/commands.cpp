@@ -199,11 +199,12 @@ int cmd_run(const GlobalOptions& g, const RunOptions& o) {
   double worst = 0;
   json per = json::array();
   for (size_t k = 0; k < outs->size(); ++k) {
-    auto d = exec::diff_tensors(*(*outs)[k], *expected[k], o.atol, o.rtol);
+    const auto tol = exec::output_tolerance(*expected[k], o.atol, o.rtol);  // wider for half outputs
+    auto d = exec::diff_tensors(*(*outs)[k], *expected[k], tol.atol, tol.rtol);
     const bool same_type = (*outs)[k]->dtype() == expected[k]->dtype();
     ok = ok && d.ok && same_type;
     worst = std::max(worst, d.max_abs_diff);
-    per.push_back({{"index", k}, {"ok", d.ok && same_type}, {"max_abs_diff", d.max_abs_diff}});
+    per.push_back({{"index", k}, {"ok", d.ok && same_type}, {"max_abs_diff", d.max_abs_diff}, {"atol", tol.atol}, {"rtol", tol.rtol}});
   }
   if (g.json) std::cout << json{{"ok", ok}, {"max_abs_diff", worst}, {"outputs", per}}.dump(2) << std::endl;
   else std::printf("%s: %s (max abs diff %.3g)\n", o.model.c_str(), ok ? "match" : "MISMATCH", worst);

@@ -68,6 +68,15 @@ double dtype_epsilon(ir::DType t) {
   }
 }
 
+Tolerance output_tolerance(const ir::Tensor& ref, double atol, double rtol, double half_ulps) {
+  if (!ir::is_half(ref.dtype())) return {atol, rtol};
+  const double eps = half_ulps * dtype_epsilon(ref.dtype());
+  double scale = 0;
+  for (double v : ref.as_double())
+    if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+  return {std::max(atol, eps * std::max(1.0, scale)), std::max(rtol, eps)};
+}
+
 OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol) {
   OutputDiff d;
   if (a.shape() != b.shape()) {
@@ -113,15 +122,7 @@ Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph&
         od.max_abs_diff = INFINITY;
         continue;
       }
-      double atol = opts.atol, rtol = opts.rtol;
-      if (ir::is_half((*ra)[k]->dtype())) {
-        const double eps = opts.half_ulps * dtype_epsilon((*ra)[k]->dtype());
-        double scale = 0;
-        for (double v : (*ra)[k]->as_double())
-          if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
-        atol = std::max(atol, eps * std::max(1.0, scale));
-        rtol = std::max(rtol, eps);
-      }
+      const auto [atol, rtol] = output_tolerance(*(*ra)[k], opts.atol, opts.rtol, opts.half_ulps);
       od.atol = std::max(od.atol, atol);
       od.rtol = std::max(od.rtol, rtol);
       auto d = diff_tensors(*(*rb)[k], *(*ra)[k], atol, rtol);

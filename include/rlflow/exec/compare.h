@@ -41,6 +41,13 @@ struct Comparison {
   std::string message;  // why it failed, naming the output
 };
 
+// The (atol, rtol) to compare against `ref` with: as given for float32 and wider types, widened
+// to half_ulps epsilons of the dtype for float16/bfloat16 (see CompareOptions::half_ulps).
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance output_tolerance(const ir::Tensor& ref, double atol, double rtol, double half_ulps = 16);
+
 // Element-wise |a - b| <= atol + rtol * |b|, for tensors of equal type.
 OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol);
 
