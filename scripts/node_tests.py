@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OPS = (
     "Conv MatMul Gemm Add Sub Mul Div Relu Sigmoid Tanh Erf Clip Softmax LayerNormalization "
     "ReduceMean Pow Sqrt BatchNormalization MaxPool AveragePool GlobalAveragePool Concat Split "
-    "Transpose Reshape Flatten Pad Slice Gather Squeeze Unsqueeze Identity Dropout Gelu HardSigmoid HardSwish"
+    "Transpose Reshape Flatten Pad Slice Gather Squeeze Unsqueeze Identity Dropout Gelu HardSigmoid HardSwish "
+    "Cast CastLike Constant ConstantOfShape Shape Range"
 ).split()
 
 

@@ -143,6 +143,11 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       else if (op == "Min") r = std::min(a, b);
       else if (op == "Max") r = std::max(a, b);
       else if (op == "Abs") r = a < 0 ? -a : a;
+      else if (op == "Fmod") r = b == 0 ? 0 : a % b;  // the sign of the dividend, as C
+      else if (op == "Mod") {                         // the sign of the divisor, as Python
+        r = b == 0 ? 0 : a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+      }
       out.i.push_back(r);
     } else {
       double a = at_f(0), b = in.size() > 1 ? at_f(1) : 0, r = 0;
@@ -155,6 +160,7 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       else if (op == "Max") r = std::max(a, b);
       else if (op == "Abs") r = std::fabs(a);
       else if (op == "Sqrt") r = std::sqrt(a);
+      else if (op == "Fmod") r = std::fmod(a, b);
       out.f.push_back(r);
     }
   });
@@ -210,6 +216,13 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
       op == "Where" || op == "Neg" || op == "Not" || op == "Min" || op == "Max" || op == "Abs" || op == "Sqrt") {
     if ((op == "Min" || op == "Max") && in.size() != 2) return not_handled();
     return elementwise(op, in);
+  }
+  if (op == "Mod") {
+    // fmod=0 (integers only) takes the divisor's sign; fmod=1 is C's fmod, for floats too.
+    const bool c_style = attr_int(node, "fmod", 0) != 0;
+    if (in.size() != 2 || !in[0] || !in[1]) return not_handled();
+    if (!c_style && (ir::is_float(in[0]->dtype()) || ir::is_float(in[1]->dtype()))) return not_handled();
+    return elementwise(c_style ? "Fmod" : "Mod", in);
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<int64_t> axes = opset >= 13 ? (in.size() > 1 ? ints_of(in[1]) : std::vector<int64_t>{})

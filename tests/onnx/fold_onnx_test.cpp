@@ -381,3 +381,19 @@ TEST(FoldOnnx, AbsentOptionalInputIsAllowed) {
   std::vector<TensorPtr> in{i64v({0, 1, 2, 3}), i64v({1}), i64v({3}), i64v({0}), nullptr};
   expect_i64(fold1(n, in), {2}, {1, 2});
 }
+
+TEST(FoldOnnx, ModTakesTheDivisorsSignAndFmodTheDividends) {
+  // PyTorch 2.x's TorchScript exporter computes attention head counts with Mod (opset 17).
+  auto n = node("Mod", 2);
+  expect_i64(fold1(n, {i64v({7, -7, 7, -7, 6}), i64v({3, 3, -3, -3, 3})}), {5}, {1, 2, -2, -1, 0});
+  auto c = node("Mod", 2);
+  attr_int(c, "fmod", 1);
+  expect_i64(fold1(c, {i64v({7, -7, 7, -7}), i64v({3, 3, -3, -3})}), {4}, {1, -1, 1, -1});
+  auto f = fold1(c, {f32({2}, {5.5f, -5.5f}), f32({}, {2.0f})});
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->as_double(), (std::vector<double>{1.5, -1.5}));
+  // fmod=0 on floats is invalid ONNX: left alone for the importer to report.
+  auto r = fold_node(n, {f32({1}, {1.0f}), f32({1}, {2.0f})}, types_of({f32({1}, {1.0f}), f32({1}, {2.0f})}), 13);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+}
