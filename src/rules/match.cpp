@@ -502,6 +502,12 @@ Status plan_rewrite(const GraphIndex& ix, const Rule& r, const Match& m, ApplySc
     auto params = params_from_fields(tn.kind, f);
     if (!params) return ctx_as(Rejection::kTargetParams, params.error().message);
     n.params = std::move(*params);
+    if (auto* c = std::get_if<ir::ConstantParams>(&n.params); c && c->dtype == ir::DType::kFloat32 && !m.nodes.empty()) {
+      // Rules are written in float32; a float constant they create (an epsilon, a one) takes the
+      // float type the match computes in, so a rule is as generic in dtype as its maths.
+      const auto& out = g.node(m.nodes[0]).outputs;
+      if (!out.empty() && ir::is_float(out[0].dtype)) c->dtype = out[0].dtype;
+    }
     auto types = ir::infer_types(tn.kind, n.params, in_types);
     if (!types) return ctx_as(Rejection::kShapeConflict, "shape conflict: " + types.error().message);
     n.outputs = std::move(*types);

@@ -312,6 +312,44 @@ TEST(Cli, OptimiseWithSearchReportsCostsStepsAndVerifies) {
   EXPECT_EQ(parse_json(again.out)["steps"], j["steps"]);
 }
 
+// float16 models optimise with the same rules: the BatchNorm fold creates its epsilon in float16,
+// verification compares at float16 precision (and says so), and the file written stays float16.
+TEST(Cli, OptimiseHalfPrecisionModelsKeepsTheirDtypeAndVerifiesAtTheirPrecision) {
+  TempDir dir;
+  for (const char* name : {"tiny_cnn_fp16", "tiny_attention_fp16"}) {
+    const auto out = dir / (std::string(name) + ".opt.onnx");
+    auto r = rlflow({"optimise", (kData / (std::string(name) + ".onnx")).string(), "-o", out.string(), "--search", "greedy",
+                     "--deterministic", "--all-rules", "--json"});
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    auto j = parse_json(r.out);
+    EXPECT_FALSE(j["rules_applied"].empty()) << j.dump();
+    EXPECT_EQ(j["verification"].value("method", std::string()), "reference executor");
+    EXPECT_EQ(j["verification"].value("ok", false), true);
+    EXPECT_GE(j["verification"].value("rtol", 0.0), 16 * 0x1p-10) << j["verification"].dump();
+    EXPECT_TRUE(j["verification"].contains("tolerance_note"));
+    auto info = rlflow({"info", out.string(), "--json"});
+    ASSERT_EQ(info.code, 0) << info.err;
+    EXPECT_EQ(parse_json(info.out)["inputs"][0].value("dtype", std::string()), "float16");
+  }
+  auto r = rlflow({"optimise", (kData / "tiny_cnn_fp16.onnx").string(), "-o", (dir / "c.onnx").string(), "--search", "greedy",
+                   "--deterministic", "--all-rules", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(parse_json(r.out)["rules_applied"].contains("conv_bias_batchnorm_fold") ||
+              parse_json(r.out)["rules_applied"].contains("conv_batchnorm_fold")) << r.out;
+}
+
+// With zero tolerance the BatchNorm fold (exact only in exact arithmetic) fails verification; no
+// other candidate is rewritten, so nothing is written and the exit code says verification failed.
+TEST(Cli, OptimiseWritesNothingWhenEveryRewriteFailsVerification) {
+  TempDir dir;
+  const auto out = dir / "o.onnx";
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "greedy", "--deterministic",
+                   "--all-rules", "--atol", "0", "--rtol", "0"});
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("verification failed"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // tiny_attention (opset 13) carries LayerNorm and GELU decomposed the way older exporters write
 // them. The search starts from them fused; the output is verified against the model as imported
 // (unfused), and at opset 13 both are written decomposed again.
