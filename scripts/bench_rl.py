@@ -101,6 +101,8 @@ def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
            "--episodes", str(args.episodes), "--seed", str(args.seed), *cost_args(args)]
     if args.config:
         cmd += ["--config", args.config]
+    if args.imitation_epochs:
+        cmd += ["--imitation-epochs", str(args.imitation_epochs)]
     r = rlflow(args.binary, cmd, args.timeout)
     if not r["ok"]:
         return {"error": r["error"], "wall_s": r["wall_s"], "log": str(log_path)}
@@ -114,7 +116,8 @@ def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
             "log": doc.get("log", str(log_path)), "cost_model": doc.get("cost_model"), "rules": doc.get("rules"),
             "updates": doc.get("updates"), "episodes": doc.get("episodes"), "env_steps": doc.get("env_steps"),
             "real_step_ms": doc.get("real_step_ms"), "best_improvement": by_model("best_improvement"),
-            "episodes_to_best": by_model("episodes_to_best"), "env_steps_to_best": by_model("env_steps_to_best")}
+            "episodes_to_best": by_model("episodes_to_best"), "env_steps_to_best": by_model("env_steps_to_best"),
+            "imitation": doc.get("imitation")}
 
 
 def plot(logs: list[str], out: Path, title: str) -> str | None:
@@ -269,7 +272,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="train-agent --seed (default 0)")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
     ap.add_argument("--config", default=None, help="train-agent --config (agent hyperparameters YAML)")
-    ap.add_argument("--cost-model", default="analytic", choices=["auto", "cpu", "analytic", "cudnn"])
+    ap.add_argument("--cost-model", default="analytic", choices=["auto", "cpu", "analytic", "cudnn", "recorded"],
+                    help="recorded: the recorded H100 timings (configs/devices/h100-cost-table.json), deterministic; "
+                         "use it with --device-profile h100")
+    ap.add_argument("--imitation-epochs", type=int, default=0,
+                    help="train-agent --imitation-epochs: behaviour cloning of greedy before PPO (default 0: none)")
     ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
     ap.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                     help="pass --deterministic (default: when the cost model is analytic)")
@@ -282,7 +289,7 @@ def main() -> int:
     ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
     args = ap.parse_args()
     if args.deterministic is None:
-        args.deterministic = args.cost_model == "analytic"
+        args.deterministic = args.cost_model in ("analytic", "recorded")
     if args.generalise is not None and not args.generalise:
         args.generalise = list(DEFAULT_TRAIN)
     if args.generalise is not None and model_name(args.eval) in {model_name(n) for n in args.generalise}:
@@ -299,6 +306,7 @@ def main() -> int:
     config = {"cost_model": args.cost_model, "device_profile": args.device_profile or None,
               "deterministic": args.deterministic, "episodes": args.episodes, "seed": args.seed,
               "rollouts": args.rollouts, "time_limit_s": args.time_limit, "config": args.config,
+              "imitation_epochs": args.imitation_epochs,
               "binary": args.binary, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     version = subprocess.run([args.binary, "--version"], capture_output=True, text=True).stdout.strip() \
         if Path(args.binary).exists() else None
@@ -316,7 +324,9 @@ def main() -> int:
     note = (f"cost model {args.cost_model}"
             + (f", device profile {args.device_profile}" if args.device_profile else "")
             + (", deterministic" if args.deterministic else "")
-            + f"; {args.episodes} training episodes, seed {args.seed}; rl: {args.rollouts} rollouts; "
+            + f"; {args.episodes} training episodes, seed {args.seed}"
+            + (f", {args.imitation_epochs} epochs of imitation of greedy first" if args.imitation_epochs else "")
+            + f"; rl: {args.rollouts} rollouts; "
               f"greedy/taso time limit {args.time_limit:g} s. Improvement = (before - after) / before of the cost.")
     parts = []
     if rows:

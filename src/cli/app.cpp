@@ -98,6 +98,8 @@ int run(int argc, char** argv) {
   c_train->add_option("--log", train.log, "JSONL training log, one line per update (default: OUT.jsonl)");
   c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->capture_default_str();
   c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->capture_default_str();
+  c_train->add_option("--imitation-epochs", train.imitation_epochs,
+                      "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");

@@ -181,6 +181,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   auto cfg = ppo_config(o);
   if (!cfg) return report_error(g, cfg.error());
   t.config = *cfg;
+  if (o.imitation_epochs >= 0) t.config.imitation_epochs = o.imitation_epochs;
   t.models = std::move(in->models);
   t.rules = in->rules;
   auto& model = in->cost;
@@ -216,7 +217,14 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
                       {"real_step_ms", step_ms},
                       {"best_improvement", sum->best_improvement},
                       {"episodes_to_best", sum->episodes_to_best},
-                      {"env_steps_to_best", sum->env_steps_to_best}}
+                      {"env_steps_to_best", sum->env_steps_to_best},
+                      {"imitation", sum->imitation_epochs == 0 ? json(nullptr)
+                                                               : json{{"epochs", sum->imitation_epochs},
+                                                                      {"accuracy", sum->imitation_accuracy},
+                                                                      {"first_loss", sum->imitation_first_loss},
+                                                                      {"last_loss", sum->imitation_last_loss},
+                                                                      {"env_steps", sum->imitation_env_steps},
+                                                                      {"greedy_improvement", sum->greedy_improvement}}}}
                      .dump(2)
               << std::endl;
     return kOk;
@@ -227,6 +235,10 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   for (const auto& [name, best] : sum->best_improvement)
     std::printf("  %-40s best improvement %6.2f%% (first at episode %lld, env step %lld)\n", name.c_str(), 100 * best,
                 static_cast<long long>(sum->episodes_to_best.at(name)), static_cast<long long>(sum->env_steps_to_best.at(name)));
+  if (sum->imitation_epochs > 0)
+    std::printf("imitation of greedy: %d epochs, loss %.3f -> %.3f, argmax reproduces %.1f%% of %lld demonstration steps\n",
+                sum->imitation_epochs, sum->imitation_first_loss, sum->imitation_last_loss, 100 * sum->imitation_accuracy,
+                static_cast<long long>(sum->imitation_env_steps));
   std::printf("log: %s\n", t.log_path.c_str());
   return kOk;
 }

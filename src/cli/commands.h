@@ -76,6 +76,7 @@ struct TrainAgentOptions {
   std::string cost_model = "auto";
   bool deterministic = false;
   std::string device_profile;
+  int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
   // model-based: train the controller in this world model's dream
   std::string world_model;
   double temperature = 1.0;

@@ -197,6 +197,8 @@ Evaluated evaluate(nets::PolicyNet& net, const std::vector<const Transition*>& b
   ev.logp = xlogp.gather(1, xt.unsqueeze(1)).squeeze(1) + hl * llogp.gather(1, torch::tensor(ls, torch::kInt64).unsqueeze(1)).squeeze(1);
   ev.entropy = nets::masked_entropy(xlogp, xmask) + hl * nets::masked_entropy(llogp, li.mask);
   ev.value = net->value(enc.global);
+  ev.xfer_logp = xlogp;
+  ev.location_logp = llogp;
   return ev;
 }
 

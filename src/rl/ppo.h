@@ -49,6 +49,8 @@ void compute_advantages(std::vector<Transition>& data, const PpoConfig& cfg);
 
 struct Evaluated {
   torch::Tensor logp, entropy, value;  // [B] each
+  torch::Tensor xfer_logp;             // [B, N + 1]: every xfer (masked ones -inf)
+  torch::Tensor location_logp;         // [B, L]: the locations of each row's chosen xfer
 };
 Evaluated evaluate(nets::PolicyNet& net, const std::vector<const Transition*>& batch, size_t L);
 

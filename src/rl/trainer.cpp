@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "checkpoint.h"
+#include "imitation.h"
 #include "ppo.h"
 #include "rlflow/rl/agent.h"
 
@@ -192,6 +193,19 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   Collector collector(o, cfg, *shared);
   const auto t0 = std::chrono::steady_clock::now();
   TrainSummary sum;
+  if (cfg.imitation_epochs > 0 && c.update == 0) {
+    auto demos = imitation::greedy_demonstrations(o.models, o.rules, *shared, cfg);
+    if (!demos) return demos.error().with_context("imitation");
+    auto st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
+    sum.imitation_epochs = st.epochs;
+    sum.imitation_accuracy = st.accuracy;
+    sum.imitation_first_loss = st.first_loss;
+    sum.imitation_last_loss = st.last_loss;
+    sum.imitation_env_steps = demos->env_steps;
+    for (size_t m = 0; m < o.models.size(); ++m) sum.greedy_improvement[model_names[m]] = demos->improvement[m];
+    spdlog::info("imitation: {} demonstration steps from greedy, {} epochs, loss {:.3f} -> {:.3f}, argmax reproduces {:.1f}%",
+                 demos->steps.size(), st.epochs, st.first_loss, st.last_loss, 100 * st.accuracy);
+  }
   while (c.episodes < o.episodes) {
     const auto tu = std::chrono::steady_clock::now();
     const int64_t count = std::min<int64_t>(cfg.episodes_per_update, o.episodes - c.episodes);

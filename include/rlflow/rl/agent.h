@@ -46,6 +46,12 @@ struct TrainSummary {
   std::map<std::string, double> best_improvement;      // per model, over all training episodes
   std::map<std::string, int64_t> episodes_to_best;     // episode at which that best was first reached
   std::map<std::string, int64_t> env_steps_to_best;
+  // Imitation before PPO (training.imitation_epochs > 0).
+  int imitation_epochs = 0;
+  double imitation_accuracy = 0;                     // demonstration steps the policy's argmax reproduces
+  double imitation_first_loss = 0, imitation_last_loss = 0;
+  int64_t imitation_env_steps = 0;                   // environment steps of the demonstrations
+  std::map<std::string, double> greedy_improvement;  // per model: the demonstrations' improvement
 };
 
 Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& progress = {});

@@ -27,6 +27,9 @@ struct PpoConfig {
   int num_envs = 2;            // environments stepped together, one thread each
   int checkpoint_every = 5;    // updates between checkpoints (and always at the end)
   int torch_threads = 1;
+  // Imitation before PPO: epochs of behaviour cloning on greedy search's trajectories of the
+  // training models (src/rl/imitation.h). 0: none, PPO starts from a random policy.
+  int imitation_epochs = 0;
 };
 
 Expected<PpoConfig> load_ppo_config(const std::string& path);
