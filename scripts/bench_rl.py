@@ -289,7 +289,7 @@ def main() -> int:
     ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
     args = ap.parse_args()
     if args.deterministic is None:
-        args.deterministic = args.cost_model in ("analytic", "recorded")
+        args.deterministic = args.cost_model == "analytic"  # recorded is deterministic by itself
     if args.generalise is not None and not args.generalise:
         args.generalise = list(DEFAULT_TRAIN)
     if args.generalise is not None and model_name(args.eval) in {model_name(n) for n in args.generalise}:
