@@ -71,8 +71,10 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
     """One optimise run: {improvement, before_ms, after_ms, search_s, wall_s, ...} or {error, wall_s}."""
     if not model.exists():
         return {"error": f"{model}: missing (scripts/export_models {model.stem})"}
+    # --measure off: the strategies are compared under the cost model they searched with; the
+    # never-slower gate would measure on this machine's CPU and keep inputs a GPU cost prefers.
     cmd = ["optimise", str(model), "-o", str(out), "--search", search, "--time-limit", str(args.time_limit),
-           *cost_args(args), *(extra or [])]
+           "--measure", "off", *cost_args(args), *(extra or [])]
     r = rlflow(args.binary, cmd, args.timeout)
     if not r["ok"]:
         return {"error": r["error"], "wall_s": r["wall_s"]}
