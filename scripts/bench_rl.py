@@ -105,6 +105,8 @@ def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
         cmd += ["--config", args.config]
     if args.imitation_epochs:
         cmd += ["--imitation-epochs", str(args.imitation_epochs)]
+    if args.dagger_rounds:
+        cmd += ["--dagger-rounds", str(args.dagger_rounds)]
     r = rlflow(args.binary, cmd, args.timeout)
     if not r["ok"]:
         return {"error": r["error"], "wall_s": r["wall_s"], "log": str(log_path)}
@@ -279,6 +281,7 @@ def main() -> int:
                          "use it with --device-profile h100")
     ap.add_argument("--imitation-epochs", type=int, default=0,
                     help="train-agent --imitation-epochs: behaviour cloning of greedy before PPO (default 0: none)")
+    ap.add_argument("--dagger-rounds", type=int, default=0, help="train-agent --dagger-rounds (default 0)")
     ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
     ap.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                     help="pass --deterministic (default: when the cost model is analytic)")
@@ -308,7 +311,7 @@ def main() -> int:
     config = {"cost_model": args.cost_model, "device_profile": args.device_profile or None,
               "deterministic": args.deterministic, "episodes": args.episodes, "seed": args.seed,
               "rollouts": args.rollouts, "time_limit_s": args.time_limit, "config": args.config,
-              "imitation_epochs": args.imitation_epochs,
+              "imitation_epochs": args.imitation_epochs, "dagger_rounds": args.dagger_rounds,
               "binary": args.binary, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     version = subprocess.run([args.binary, "--version"], capture_output=True, text=True).stdout.strip() \
         if Path(args.binary).exists() else None
@@ -328,6 +331,7 @@ def main() -> int:
             + (", deterministic" if args.deterministic else "")
             + f"; {args.episodes} training episodes, seed {args.seed}"
             + (f", {args.imitation_epochs} epochs of imitation of greedy first" if args.imitation_epochs else "")
+            + (f" and {args.dagger_rounds} DAgger rounds" if args.dagger_rounds else "")
             + f"; rl: {args.rollouts} rollouts; "
               f"greedy/taso time limit {args.time_limit:g} s. Improvement = (before - after) / before of the cost.")
     parts = []

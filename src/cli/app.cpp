@@ -100,6 +100,8 @@ int run(int argc, char** argv) {
   c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->capture_default_str();
   c_train->add_option("--imitation-epochs", train.imitation_epochs,
                       "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
+  c_train->add_option("--dagger-rounds", train.dagger_rounds,
+                      "DAgger rounds after cloning: the policy's own states labelled by greedy (overrides training.dagger_rounds)");
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");

@@ -182,6 +182,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!cfg) return report_error(g, cfg.error());
   t.config = *cfg;
   if (o.imitation_epochs >= 0) t.config.imitation_epochs = o.imitation_epochs;
+  if (o.dagger_rounds >= 0) t.config.dagger_rounds = o.dagger_rounds;
   t.models = std::move(in->models);
   t.rules = in->rules;
   auto& model = in->cost;
@@ -224,6 +225,8 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
                                                                       {"first_loss", sum->imitation_first_loss},
                                                                       {"last_loss", sum->imitation_last_loss},
                                                                       {"env_steps", sum->imitation_env_steps},
+                                                                      {"states", sum->imitation_states},
+                                                                      {"dagger_rounds", t.config.dagger_rounds},
                                                                       {"greedy_improvement", sum->greedy_improvement}}}}
                      .dump(2)
               << std::endl;

@@ -77,6 +77,7 @@ struct TrainAgentOptions {
   bool deterministic = false;
   std::string device_profile;
   int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
+  int dagger_rounds = -1;     // >= 0 overrides training.dagger_rounds
   // model-based: train the controller in this world model's dream
   std::string world_model;
   double temperature = 1.0;

@@ -31,6 +31,7 @@ void visit_fields(PpoConfig& c, F&& f) {
   f("training.checkpoint_every", c.checkpoint_every);
   f("training.torch_threads", c.torch_threads);
   f("training.imitation_epochs", c.imitation_epochs);
+  f("training.dagger_rounds", c.dagger_rounds);
 }
 
 }  // namespace
@@ -41,7 +42,7 @@ Expected<PpoConfig> parse_ppo_config(const std::string& text, const std::string&
   const PpoConfig& c = *parsed;
   if (c.env.reward != "dense" && c.env.reward != "final") return Error::bad_input(origin + ": env.reward must be dense or final");
   if (c.env.max_locations < 1 || c.env.max_steps < 1 || c.hidden < 4 || c.gnn_rounds < 1 || c.epochs < 1 ||
-      c.minibatch < 1 || c.episodes_per_update < 1 || c.num_envs < 1 || c.checkpoint_every < 1 || c.torch_threads < 1 || c.imitation_epochs < 0)
+      c.minibatch < 1 || c.episodes_per_update < 1 || c.num_envs < 1 || c.checkpoint_every < 1 || c.torch_threads < 1 || c.imitation_epochs < 0 || c.dagger_rounds < 0)
     return Error::bad_input(origin + ": sizes and counts must be positive");
   if (c.gamma < 0 || c.gamma > 1 || c.gae_lambda < 0 || c.gae_lambda > 1 || c.clip <= 0 || c.learning_rate <= 0)
     return Error::bad_input(origin + ": gamma and gae_lambda must be in [0, 1], clip and learning_rate positive");

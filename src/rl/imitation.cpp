@@ -1,6 +1,7 @@
 #include "imitation.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
@@ -83,6 +84,42 @@ Expected<Demonstrations> greedy_demonstrations(const std::vector<TrainModel>& mo
   return d;
 }
 
+Expected<int64_t> dagger_round(nets::PolicyNet& net, Demonstrations& demos, const std::vector<TrainModel>& models,
+                               const std::vector<const rules::Rule*>& rules, cost::CostModel& model, const PpoConfig& cfg,
+                               std::mt19937_64& rng) {
+  auto greedy = search::make_optimizer("greedy", rules, model);
+  if (!greedy) return greedy.error();
+  const auto noop = static_cast<int>(rules.size());
+  int64_t added = 0;
+  for (const auto& tm : models) {
+    GraphEnv env(tm.graph, rules, model, cfg.env);
+    auto obs = env.reset();
+    if (!obs) return obs.error();
+    for (int t = 0; t < cfg.env.max_steps; ++t) {
+      search::Limits one;
+      one.budget = 1;
+      one.max_locations = cfg.env.max_locations;
+      auto best = (*greedy)->run(env.graph(), one);
+      if (!best) return best.error().with_context("dagger label on " + tm.name);
+      std::optional<Action> expert = best->steps.empty() ? std::optional<Action>(Action{noop, 0})
+                                                         : find_action(*obs, rules, best->steps.front());
+      if (expert) {
+        auto tr = ppo::make_transition(*obs, ppo::Choice{*expert, 0.f, 0.f});
+        tr.ret = std::numeric_limits<float>::quiet_NaN();
+        demos.steps.push_back(std::move(tr));
+        ++added;
+      }
+      auto choice = ppo::act(net, {&*obs}, cfg.env.max_locations, true, rng);
+      auto st = env.step(choice[0].action);
+      if (!st) return st.error();
+      ++demos.env_steps;
+      if (st->done) break;
+      obs = std::move(st->observation);
+    }
+  }
+  return added;
+}
+
 Stats behaviour_cloning(nets::PolicyNet& net, torch::optim::Optimizer& opt, const Demonstrations& demos, const PpoConfig& cfg,
                         int epochs, std::mt19937_64& rng) {
   Stats s;
@@ -105,7 +142,12 @@ Stats behaviour_cloning(nets::PolicyNet& net, torch::optim::Optimizer& opt, cons
       }
       auto ev = ppo::evaluate(net, mb, L);
       auto nll = -ev.logp.mean();
-      auto loss = nll + cfg.value_coef * (ev.value - torch::tensor(ret)).pow(2).mean();
+      // The value is fitted where the return is known (the expert's own trajectories).
+      auto target = torch::tensor(ret);
+      auto known = torch::isfinite(target);
+      auto loss = nll;
+      if (known.any().item<bool>())
+        loss = loss + cfg.value_coef * (ev.value.masked_select(known) - target.masked_select(known)).pow(2).mean();
       opt.zero_grad();
       loss.backward();
       torch::nn::utils::clip_grad_norm_(net->parameters(), cfg.max_grad_norm);

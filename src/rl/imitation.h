@@ -23,6 +23,16 @@ struct Demonstrations {
 Expected<Demonstrations> greedy_demonstrations(const std::vector<TrainModel>& models, const std::vector<const rules::Rule*>& rules,
                                                cost::CostModel& model, const PpoConfig& cfg);
 
+// One DAgger round (Ross, Gordon & Bagnell, 2011): the policy's own argmax rollout on each
+// training model, every state it reaches labelled with greedy's choice there (one greedy step;
+// NO-OP where no rewrite improves), appended to `demos`. Cloning only the expert's own states
+// compounds errors once the policy leaves them; these labels teach it to recover. Their value
+// targets are unknown (NaN: behaviour_cloning fits the value on the expert's steps only).
+// Returns the number of states added.
+Expected<int64_t> dagger_round(nets::PolicyNet& net, Demonstrations& demos, const std::vector<TrainModel>& models,
+                               const std::vector<const rules::Rule*>& rules, cost::CostModel& model, const PpoConfig& cfg,
+                               std::mt19937_64& rng);
+
 struct Stats {
   int epochs = 0;
   double first_loss = 0, last_loss = 0;  // mean negative log-likelihood of the expert actions

@@ -197,6 +197,14 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     auto demos = imitation::greedy_demonstrations(o.models, o.rules, *shared, cfg);
     if (!demos) return demos.error().with_context("imitation");
     auto st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
+    for (int round = 0; round < cfg.dagger_rounds; ++round) {
+      auto added = imitation::dagger_round(net, *demos, o.models, o.rules, *shared, cfg, rng);
+      if (!added) return added.error().with_context("imitation (DAgger)");
+      st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
+      spdlog::info("DAgger round {}: {} states labelled by greedy, argmax reproduces {:.1f}% of {}", round + 1, *added,
+                   100 * st.accuracy, demos->steps.size());
+    }
+    sum.imitation_states = static_cast<int64_t>(demos->steps.size());
     sum.imitation_epochs = st.epochs;
     sum.imitation_accuracy = st.accuracy;
     sum.imitation_first_loss = st.first_loss;

@@ -50,7 +50,8 @@ struct TrainSummary {
   int imitation_epochs = 0;
   double imitation_accuracy = 0;                     // demonstration steps the policy's argmax reproduces
   double imitation_first_loss = 0, imitation_last_loss = 0;
-  int64_t imitation_env_steps = 0;                   // environment steps of the demonstrations
+  int64_t imitation_env_steps = 0;                   // environment steps of the demonstrations (and DAgger rollouts)
+  int64_t imitation_states = 0;                      // labelled states cloned in the end
   std::map<std::string, double> greedy_improvement;  // per model: the demonstrations' improvement
 };
 

@@ -30,6 +30,9 @@ struct PpoConfig {
   // Imitation before PPO: epochs of behaviour cloning on greedy search's trajectories of the
   // training models (src/rl/imitation.h). 0: none, PPO starts from a random policy.
   int imitation_epochs = 0;
+  // DAgger rounds after the first cloning: the policy's own states, labelled by greedy, are added
+  // and the policy is cloned again (imitation_epochs each round). Needs imitation_epochs > 0.
+  int dagger_rounds = 0;
 };
 
 Expected<PpoConfig> load_ppo_config(const std::string& path);
