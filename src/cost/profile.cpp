@@ -15,24 +15,29 @@ namespace rlflow::cost {
 
 namespace fs = std::filesystem;
 
+namespace {
+// The five compute rates, each once for float32 and once for half precision: one table drives
+// parsing, printing and validation of both groups.
+struct ComputeField {
+  const char* key;
+  Throughput DeviceProfile::*fp32;
+  Throughput DeviceProfile::*half;
+  const char* why;
+};
+static_assert(static_cast<int>(ComputeClass::kConv) == 0 && static_cast<int>(ComputeClass::kPool) == 4);
+constexpr ComputeField kCompute[] = {
+    {"conv", &DeviceProfile::conv, &DeviceProfile::half_conv, "Conv with a spatial window or stride"},
+    {"matmul", &DeviceProfile::matmul, &DeviceProfile::half_matmul, "MatMul, Gemm and pointwise (1x1, stride 1) Conv: GEMMs"},
+    {"vector", &DeviceProfile::vector, &DeviceProfile::half_vector, "elementwise arithmetic, norms, softmax, reductions"},
+    {"special", &DeviceProfile::special, &DeviceProfile::half_special, "transcendentals: Erf, Tanh, Sigmoid, Pow (1 FLOP per element)"},
+    {"pool", &DeviceProfile::pool, &DeviceProfile::half_pool, "MaxPool, AveragePool (1 FLOP per window element)"},
+};
+}  // namespace
+
 const Throughput& DeviceProfile::rate(ComputeClass c, bool half) const {
-  if (half && has_half_rates()) {
-    switch (c) {
-      case ComputeClass::kConv: return half_conv;
-      case ComputeClass::kMatMul: return half_matmul;
-      case ComputeClass::kVector: return half_vector;
-      case ComputeClass::kSpecial: return half_special;
-      case ComputeClass::kPool: return half_pool;
-    }
-  }
-  switch (c) {
-    case ComputeClass::kConv: return conv;
-    case ComputeClass::kMatMul: return matmul;
-    case ComputeClass::kVector: return vector;
-    case ComputeClass::kSpecial: return special;
-    case ComputeClass::kPool: return pool;
-  }
-  return vector;
+  // kCompute lists the classes in ComputeClass order.
+  const auto& f = kCompute[static_cast<size_t>(c)];
+  return half && has_half_rates() ? this->*f.half : this->*f.fp32;
 }
 
 const Throughput& DeviceProfile::rate(MemoryClass m) const { return m == MemoryClass::kLayout ? layout : stream; }
@@ -44,7 +49,7 @@ uint64_t DeviceProfile::hash() const {
   h.add_f(kernel_overhead_us).add_f(view_overhead_us);
   if (!runtime.empty()) h.add(runtime);  // absent from older fingerprints: they stay valid
   if (has_half_rates())                   // likewise
-    for (const auto* t : {&half_conv, &half_matmul, &half_vector, &half_special, &half_pool}) h.add_f(t->peak).add_f(t->efficiency);
+    for (const auto& f : kCompute) h.add_f((this->*f.half).peak).add_f((this->*f.half).efficiency);
   return h.digest();
 }
 
@@ -53,23 +58,17 @@ Status DeviceProfile::validate() const {
   if (name.empty()) return Error::bad_input("device profile: missing name");
   if (device != "cpu" && device != "gpu") return bad("device must be cpu or gpu, not '" + device + "'");
   if (!runtime.empty() && runtime != "onnxruntime") return bad("runtime must be onnxruntime or absent, not '" + runtime + "'");
-  const std::pair<const char*, const Throughput*> rates[] = {
-      {"compute_gflops.conv", &conv}, {"compute_gflops.matmul", &matmul}, {"compute_gflops.vector", &vector},
-      {"compute_gflops.special", &special}, {"compute_gflops.pool", &pool},
-      {"memory_gbs.stream", &stream}, {"memory_gbs.layout", &layout}};
-  auto check = [&](const char* key, const Throughput* t) -> Status {
-    if (!(std::isfinite(t->peak) && t->peak > 0)) return bad(std::string(key) + ".peak must be a positive number");
-    if (!(std::isfinite(t->efficiency) && t->efficiency > 0)) return bad(std::string(key) + ".efficiency must be a positive number");
+  auto check = [&](const std::string& key, const Throughput& t) -> Status {
+    if (!(std::isfinite(t.peak) && t.peak > 0)) return bad(key + ".peak must be a positive number");
+    if (!(std::isfinite(t.efficiency) && t.efficiency > 0)) return bad(key + ".efficiency must be a positive number");
     return {};
   };
-  for (const auto& [key, t] : rates) RLFLOW_TRY_STATUS(check(key, t));
-  if (has_half_rates()) {
-    const std::pair<const char*, const Throughput*> half[] = {
-        {"half_compute_gflops.conv", &half_conv}, {"half_compute_gflops.matmul", &half_matmul},
-        {"half_compute_gflops.vector", &half_vector}, {"half_compute_gflops.special", &half_special},
-        {"half_compute_gflops.pool", &half_pool}};
-    for (const auto& [key, t] : half) RLFLOW_TRY_STATUS(check(key, t));
+  for (const auto& f : kCompute) {
+    RLFLOW_TRY_STATUS(check(std::string("compute_gflops.") + f.key, this->*f.fp32));
+    if (has_half_rates()) RLFLOW_TRY_STATUS(check(std::string("half_compute_gflops.") + f.key, this->*f.half));
   }
+  RLFLOW_TRY_STATUS(check("memory_gbs.stream", stream));
+  RLFLOW_TRY_STATUS(check("memory_gbs.layout", layout));
   if (!(std::isfinite(kernel_overhead_us) && kernel_overhead_us >= 0)) return bad("overhead_us.kernel must be >= 0");
   if (!(std::isfinite(view_overhead_us) && view_overhead_us >= 0)) return bad("overhead_us.view must be >= 0");
   return {};
@@ -102,19 +101,11 @@ Expected<DeviceProfile> parse_profile(const std::string& text, const std::string
       t->efficiency = n["efficiency"] ? n["efficiency"].as<double>() : 1.0;
       return {};
     };
-    RLFLOW_TRY_STATUS(rate("compute_gflops", "conv", &p.conv));
-    RLFLOW_TRY_STATUS(rate("compute_gflops", "matmul", &p.matmul));
-    RLFLOW_TRY_STATUS(rate("compute_gflops", "vector", &p.vector));
-    RLFLOW_TRY_STATUS(rate("compute_gflops", "special", &p.special));
-    RLFLOW_TRY_STATUS(rate("compute_gflops", "pool", &p.pool));
+    for (const auto& f : kCompute) RLFLOW_TRY_STATUS(rate("compute_gflops", f.key, &(p.*f.fp32)));
     RLFLOW_TRY_STATUS(rate("memory_gbs", "stream", &p.stream));
     RLFLOW_TRY_STATUS(rate("memory_gbs", "layout", &p.layout));
     if (root["half_compute_gflops"]) {
-      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "conv", &p.half_conv));
-      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "matmul", &p.half_matmul));
-      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "vector", &p.half_vector));
-      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "special", &p.half_special));
-      RLFLOW_TRY_STATUS(rate("half_compute_gflops", "pool", &p.half_pool));
+      for (const auto& f : kCompute) RLFLOW_TRY_STATUS(rate("half_compute_gflops", f.key, &(p.*f.half)));
       RLFLOW_TRY_STATUS(str("half_source", &p.half_source, false));
     }
     const auto o = root["overhead_us"];
@@ -187,21 +178,13 @@ std::string profile_yaml(const DeviceProfile& p) {
   if (!p.runtime.empty())
     y += "runtime: " + quoted(p.runtime) + "  # the runtime fuses some nodes into their producers itself: they cost nothing\n";
   y += "compute_gflops:  # GFLOP/s (multiply-accumulate = 2 FLOPs)\n";
-  y += rate_line("conv", p.conv, "GFLOP/s", "Conv with a spatial window or stride");
-  y += rate_line("matmul", p.matmul, "GFLOP/s", "MatMul, Gemm and pointwise (1x1, stride 1) Conv: GEMMs");
-  y += rate_line("vector", p.vector, "GFLOP/s", "elementwise arithmetic, norms, softmax, reductions");
-  y += rate_line("special", p.special, "GFLOP/s", "transcendentals: Erf, Tanh, Sigmoid, Pow (1 FLOP per element)");
-  y += rate_line("pool", p.pool, "GFLOP/s", "MaxPool, AveragePool (1 FLOP per window element)");
+  for (const auto& f : kCompute) y += rate_line(f.key, p.*f.fp32, "GFLOP/s", f.why);
   y += "memory_gbs:  # GB/s (10^9 bytes), bytes read + written once by one kernel\n";
   y += rate_line("stream", p.stream, "GB/s", "contiguous streaming ops (elementwise, norms, pooling, conv/matmul operands)");
   y += rate_line("layout", p.layout, "GB/s", "data movement ops: Transpose, Concat, Split, Slice, Pad, Gather, Cast");
   if (p.has_half_rates()) {
     y += "half_compute_gflops:  # GFLOP/s for float16/bfloat16 ops; memory rates are shared\n";
-    y += rate_line("conv", p.half_conv, "GFLOP/s", "Conv with a spatial window or stride");
-    y += rate_line("matmul", p.half_matmul, "GFLOP/s", "GEMMs");
-    y += rate_line("vector", p.half_vector, "GFLOP/s", "elementwise arithmetic, norms, softmax, reductions");
-    y += rate_line("special", p.half_special, "GFLOP/s", "transcendentals");
-    y += rate_line("pool", p.half_pool, "GFLOP/s", "MaxPool, AveragePool");
+    for (const auto& f : kCompute) y += rate_line(f.key, p.*f.half, "GFLOP/s", f.why);
     if (!p.half_source.empty()) y += "half_source: " + quoted(p.half_source) + "\n";
   }
   y += "overhead_us:\n";
