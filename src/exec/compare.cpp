@@ -12,11 +12,13 @@ std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
     const auto& t = g.node(id).outputs[0];
     const auto n = static_cast<size_t>(t.numel());
     switch (t.dtype) {
-      case ir::DType::kFloat64: {
+      case ir::DType::kFloat64:
+      case ir::DType::kFloat16:
+      case ir::DType::kBFloat16: {  // drawn in double, rounded to the input's type
         std::normal_distribution<double> d;
         std::vector<double> v(n);
         for (auto& x : v) x = d(rng);
-        out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
+        out.push_back(ir::Tensor::from_doubles(t.dtype, t.shape, v));
         break;
       }
       case ir::DType::kInt64: {
@@ -37,14 +39,6 @@ std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
         std::vector<uint8_t> v(n);
         for (auto& x : v) x = static_cast<uint8_t>(rng() % 2);
         out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
-        break;
-      }
-      case ir::DType::kFloat16:
-      case ir::DType::kBFloat16: {
-        std::normal_distribution<double> d;
-        std::vector<double> v(n);
-        for (auto& x : v) x = d(rng);
-        out.push_back(ir::Tensor::from_doubles(t.dtype, t.shape, v));
         break;
       }
       default: {
