@@ -88,6 +88,8 @@ int run(int argc, char** argv) {
   c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->capture_default_str();
   c_opt->add_option("--agent", opt.agent, "rl: the agent checkpoint (rlflow train-agent --out)");
   c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->capture_default_str();
+  c_opt->add_option("--beam", opt.beam, "rl: then a policy-guided beam search of this width (0: none)")->capture_default_str();
+  c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->capture_default_str();
   c_opt->add_flag("--json", g.json, "Print one JSON document");
 
   TrainAgentOptions train;

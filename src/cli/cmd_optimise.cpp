@@ -100,6 +100,8 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
     rl::RlSearchOptions ro;
     ro.agent_path = o.agent;
     ro.rollouts = o.rollouts;
+    ro.beam = o.beam;
+    ro.beam_branch = o.beam_branch;
     ro.seed = o.seed;
     opt = rl::make_rl_optimizer(ro, out.library, *out.model);
   } else {

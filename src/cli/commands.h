@@ -59,6 +59,8 @@ struct OptimiseOptions {
   // rl
   std::string agent;
   int rollouts = 4;
+  int beam = 0;  // rl: policy-guided beam search width after the rollouts (0: off)
+  int beam_branch = 8;
 };
 
 // `rlflow train-agent` (src/cli/cmd_rl.cpp).

@@ -121,6 +121,21 @@ Expected<Observation> GraphEnv::reset() {
   return s.obs;
 }
 
+Expected<Observation> GraphEnv::reset_to(const ir::Graph& g, double cost0, std::vector<rules::Match> steps) {
+  auto& s = *impl_;
+  s.current = g;
+  s.cost0 = cost0;
+  s.t = static_cast<int>(steps.size());
+  s.steps = std::move(steps);
+  if (auto st = s.observe(); !st.ok()) return st.error();
+  s.best = s.current;
+  s.best_cost = s.cost;
+  s.best_steps = s.steps;
+  s.started = true;
+  s.saw_current();
+  return s.obs;
+}
+
 Expected<Step> GraphEnv::step(const Action& a) {
   auto& s = *impl_;
   if (!s.started) return Error::internal("GraphEnv::step before reset");

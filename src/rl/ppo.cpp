@@ -119,6 +119,68 @@ std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observatio
   return out;
 }
 
+std::vector<std::vector<Choice>> top_actions(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, int k) {
+  torch::NoGradGuard no_grad;
+  std::vector<const GraphFeatures*> graphs;
+  std::vector<const std::vector<uint8_t>*> xmasks;
+  for (const auto* o : obs) {
+    graphs.push_back(o->graph.get());
+    xmasks.push_back(&o->xfer_mask);
+  }
+  const int64_t B = static_cast<int64_t>(obs.size()), N = net->num_xfers;
+  auto batch = nets::make_batch(graphs);
+  auto enc = net->encode(batch);
+  auto xlogp = nets::masked_log_softmax(net->xfer_logits(enc.global), bool_rows(xmasks, N + 1)).contiguous();
+  // Per row, its valid xfers (NO-OP excluded), most likely first; at most k of them can hold a top-k move.
+  std::vector<std::vector<int64_t>> xfers(static_cast<size_t>(B));
+  size_t depth = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    auto& xs = xfers[static_cast<size_t>(b)];
+    for (int64_t x = 0; x < N; ++x)
+      if (obs[static_cast<size_t>(b)]->xfer_mask[static_cast<size_t>(x)]) xs.push_back(x);
+    const float* row = xlogp[b].data_ptr<float>();
+    std::stable_sort(xs.begin(), xs.end(), [&](int64_t a, int64_t c) { return row[a] > row[c]; });
+    if (xs.size() > static_cast<size_t>(k)) xs.resize(static_cast<size_t>(k));
+    depth = std::max(depth, xs.size());
+  }
+  std::vector<std::vector<Choice>> out(static_cast<size_t>(B));
+  // One location-head pass per rank j: row b scores the locations of its j-th xfer (rows with
+  // fewer xfers repeat their first, and those results are ignored).
+  for (size_t j = 0; j < depth; ++j) {
+    std::vector<int64_t> xs(static_cast<size_t>(B), 0);
+    std::vector<std::vector<std::vector<int32_t>>> nodes(static_cast<size_t>(B));
+    std::vector<std::vector<uint8_t>> lmasks(static_cast<size_t>(B));
+    std::vector<const std::vector<std::vector<int32_t>>*> np;
+    std::vector<const std::vector<uint8_t>*> mp;
+    for (int64_t b = 0; b < B; ++b) {
+      const auto& cand = xfers[static_cast<size_t>(b)];
+      if (!cand.empty()) {
+        const int x = static_cast<int>(cand[std::min(j, cand.size() - 1)]);
+        xs[static_cast<size_t>(b)] = x;
+        nodes[static_cast<size_t>(b)] = matched_nodes(obs[static_cast<size_t>(b)]->locations[static_cast<size_t>(x)]);
+        lmasks[static_cast<size_t>(b)] = obs[static_cast<size_t>(b)]->location_mask(x, L);
+      }
+      np.push_back(&nodes[static_cast<size_t>(b)]);
+      mp.push_back(&lmasks[static_cast<size_t>(b)]);
+    }
+    auto li = location_index(np, mp, batch.node_offset, static_cast<int64_t>(L));
+    auto llogp = nets::masked_log_softmax(net->location_logits(enc, torch::tensor(xs, torch::kInt64), li), li.mask).contiguous();
+    for (int64_t b = 0; b < B; ++b) {
+      if (j >= xfers[static_cast<size_t>(b)].size()) continue;
+      const auto x = xs[static_cast<size_t>(b)];
+      const float* lrow = llogp[b].data_ptr<float>();
+      const bool* valid = li.mask[b].data_ptr<bool>();
+      for (int64_t l = 0; l < static_cast<int64_t>(L); ++l)
+        if (valid[l]) out[static_cast<size_t>(b)].push_back({Action{static_cast<int>(x), static_cast<int>(l)}, xlogp[b][x].item<float>() + lrow[l], 0.f});
+    }
+  }
+  for (auto& row : out) {
+    std::stable_sort(row.begin(), row.end(), [](const Choice& a, const Choice& c) { return a.logp > c.logp; });
+    if (row.size() > static_cast<size_t>(k)) row.resize(static_cast<size_t>(k));
+  }
+  return out;
+}
+
 Transition make_transition(const Observation& o, const Choice& c) {
   Transition t;
   t.graph = o.graph;

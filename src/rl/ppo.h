@@ -35,6 +35,11 @@ struct Choice {
 std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
                         std::mt19937_64& rng);
 
+// The `k` most likely rewrites of each observation under the policy (joint log-probability of the
+// xfer and its location, NO-OP left out), most likely first: the moves a policy-guided search
+// expands.
+std::vector<std::vector<Choice>> top_actions(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, int k);
+
 // Index of the chosen entry of one probability row (argmax when greedy); -1 if none is valid.
 int sample_row(const float* p, const bool* mask, int64_t n, bool greedy, std::mt19937_64& rng);
 torch::Tensor bool_rows(const std::vector<const std::vector<uint8_t>*>& rows, int64_t width);

@@ -1,6 +1,9 @@
 // A trained agent as a search strategy: the greedy rollout, then sampled ones; the best graph
 // met anywhere on them wins (an episode may pass through its best state and go on).
 #include <chrono>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
 
 #include "checkpoint.h"
 #include "ppo.h"
@@ -43,6 +46,8 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
     r.report.seconds_total = elapsed();
     if (progress_) progress_(r.report, r.best_cost);
   }
+  if (r.stop == search::StopReason::kRolloutsDone)
+    if (auto st = refine(env, g, limits, elapsed(), r); !st.ok()) return st.error();
   r.report.unique_graphs = env.distinct_graphs();
   r.report.seconds_total = elapsed();
   return r;
@@ -58,6 +63,82 @@ class RlOptimizer : public RolloutOptimizer {
   }
 
  protected:
+  // Policy-guided beam search: the policy proposes, the cost model disposes. Each depth expands
+  // the options().beam_branch most likely rewrites of every beam state, costs each child by
+  // stepping the environment, and keeps the options().beam cheapest distinct children.
+  Status refine(GraphEnv& env, const ir::Graph& g, const search::Limits& limits, double elapsed0, search::Result& r) override {
+    const auto& o = options();
+    if (o.beam <= 0) return {};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return elapsed0 + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    struct State {
+      ir::Graph graph;
+      double cost;
+      std::vector<rules::Match> steps;
+    };
+    const double cost0 = r.initial_cost;
+    std::vector<State> beam{{g, cost0, {}}};
+    double beam_best = cost0;
+    int stale = 0;
+    for (int depth = 0; depth < env_config().max_steps && !beam.empty() && stale < o.beam_patience; ++depth) {
+      std::vector<Observation> obs;
+      for (const auto& s : beam) {
+        auto ob = env.reset_to(s.graph, cost0, s.steps);
+        if (!ob) return ob.error();
+        obs.push_back(std::move(*ob));
+      }
+      std::vector<const Observation*> ptrs;
+      for (const auto& ob : obs) ptrs.push_back(&ob);
+      auto moves = ppo::top_actions(net_, ptrs, env.max_locations(), o.beam_branch);
+      std::vector<State> children;
+      std::unordered_set<uint64_t> seen;
+      for (size_t b = 0; b < beam.size(); ++b) {
+        for (const auto& c : moves[b]) {
+          if (limits.time_limit_s > 0 && elapsed() > limits.time_limit_s) {
+            r.stop = search::StopReason::kTimeLimit;
+            return {};
+          }
+          if (r.report.expanded >= limits.budget) {
+            r.stop = search::StopReason::kBudget;
+            return {};
+          }
+          if (auto ob = env.reset_to(beam[b].graph, cost0, beam[b].steps); !ob) return ob.error();
+          auto st = env.step(c.action);
+          if (!st) return st.error();
+          ++r.report.expanded;
+          if (st->info.rejected) {
+            ++r.report.rejected;
+            ++r.report.rejections[static_cast<size_t>(st->info.rejection)];
+            continue;
+          }
+          ++r.report.generated;
+          if (!seen.insert(env.graph().hash()).second) continue;
+          children.push_back({env.graph(), st->info.cost, env.steps()});
+        }
+      }
+      std::stable_sort(children.begin(), children.end(), [](const State& a, const State& c) { return a.cost < c.cost; });
+      spdlog::debug("beam depth {}: {} states, {} children, cheapest {:.4f} ms (best so far {:.4f})", depth, beam.size(),
+                    children.size(), children.empty() ? 0.0 : children.front().cost, r.best_cost);
+      if (children.size() > static_cast<size_t>(o.beam)) children.resize(static_cast<size_t>(o.beam));
+      // Patience counts depths without progress of the beam itself (the rollouts may already hold
+      // a better graph, which the beam must be allowed to pass).
+      if (!children.empty() && children.front().cost < beam_best - 1e-12) {
+        beam_best = children.front().cost;
+        stale = 0;
+      } else {
+        ++stale;
+      }
+      if (!children.empty() && children.front().cost < r.best_cost - 1e-12) {
+        r.best_cost = children.front().cost;
+        r.best = children.front().graph;
+        r.steps = children.front().steps;
+      }
+      beam = std::move(children);
+      r.report.seconds_total = elapsed();
+    }
+    return {};
+  }
+
   Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) override {
     auto obs = env.reset();
     if (!obs) return obs.error();
@@ -103,6 +184,8 @@ Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOpt
                                                                cost::CostModel& model) {
   if (o.agent_path.empty()) return Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"};
   if (o.rollouts < 0) return Error{ErrorCode::kUsage, "--rollouts must be >= 0"};
+  if (o.beam < 0 || o.beam_branch < 1 || o.beam_patience < 1)
+    return Error{ErrorCode::kUsage, "--beam must be >= 0 and --beam-branch >= 1"};
   auto info = read_agent_info(o.agent_path);
   if (!info) return info.error();
   if (info->kind == "dream-controller") return make_dream_optimizer(o, lib, model);

@@ -19,6 +19,10 @@ class RolloutOptimizer : public search::Optimizer {
   // One episode in `env` from reset to done; counts its steps into `report` (expanded, generated,
   // rejected).
   virtual Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) = 0;
+  // After the rollouts, a subclass may search on from the input `g` (improving `r` in place).
+  virtual Status refine(GraphEnv&, const ir::Graph&, const search::Limits&, double /*elapsed_s*/, search::Result&) { return {}; }
+  const RlSearchOptions& options() const { return o_; }
+  const EnvConfig& env_config() const { return env_; }
 
  private:
   std::vector<const rules::Rule*> rules_;

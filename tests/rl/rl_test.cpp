@@ -430,5 +430,20 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   auto r = (*opt)->run(g, {});
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_LE(r->best_cost, greedy + 1e-12);
+  // The policy-guided beam search after the rollouts: never worse than the rollouts alone, and
+  // its steps replay to the graph it reports.
+  ro.beam = 2;
+  ro.beam_branch = 3;
+  auto beam = rl::make_rl_optimizer(ro, library(), *m);
+  ASSERT_TRUE(beam) << beam.error().message;
+  auto rb = (*beam)->run(g, {});
+  ASSERT_TRUE(rb) << rb.error().message;
+  EXPECT_LE(rb->best_cost, r->best_cost + 1e-12);
+  EXPECT_GT(rb->report.expanded, r->report.expanded);
+  auto replayed = search::replay(g, rules, rb->steps);
+  ASSERT_TRUE(replayed) << replayed.error().message;
+  EXPECT_NEAR(*cost::graph_cost(*replayed, *m), rb->best_cost, 1e-9);
+  ro.beam_branch = 0;
+  EXPECT_FALSE(rl::make_rl_optimizer(ro, library(), *m));
   fs::remove_all(dir);
 }

@@ -68,11 +68,18 @@ struct AgentInfo {
 Expected<AgentInfo> read_agent_info(const std::string& path);
 
 // `rlflow optimise --search rl`: a greedy rollout and `rollouts` sampled ones of the trained
-// policy; the best graph met on any of them wins. Rules are looked up by name in `lib`.
+// policy, then the optional policy-guided beam search; the best graph met on any of them wins. Rules are looked up by name in `lib`.
 struct RlSearchOptions {
   std::string agent_path;
   int rollouts = 4;
   uint64_t seed = 0;
+  // Policy-guided beam search after the rollouts (model-free agents): each depth expands the
+  // `beam_branch` most likely rewrites of each of the `beam` cheapest states, costs the children,
+  // keeps the `beam` cheapest; it stops after `beam_patience` depths in which its cheapest state
+  // did not improve. 0: off.
+  int beam = 0;
+  int beam_branch = 8;
+  int beam_patience = 2;
 };
 // The rules an agent or world model names, from `lib`; a missing or refuted one is an error
 // naming `origin`.

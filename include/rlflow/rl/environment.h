@@ -59,6 +59,10 @@ class GraphEnv : public Environment {
   GraphEnv(ir::Graph g, std::vector<const rules::Rule*> rules, cost::CostModel& model, EnvConfig cfg = {});
   ~GraphEnv() override;
   Expected<Observation> reset() override;
+  // Continues an episode of this environment's graph from a state reached elsewhere (a search
+  // branching over the policy): `g` after `steps`, with the episode's initial cost `cost0`, so the
+  // observation is the one the policy would see had it got there itself.
+  Expected<Observation> reset_to(const ir::Graph& g, double cost0, std::vector<rules::Match> steps);
   Expected<Step> step(const Action& a) override;
   int num_xfers() const override;
   size_t max_locations() const override;
