@@ -103,6 +103,9 @@ const std::vector<rules::Match>& GraphEnv::best_steps() const { return impl_->be
 double GraphEnv::total_step_seconds() const { return impl_->step_seconds; }
 int64_t GraphEnv::total_steps() const { return impl_->step_count; }
 int64_t GraphEnv::distinct_graphs() const { return static_cast<int64_t>(impl_->seen.size()); }
+void GraphEnv::count_graph(const ir::Graph& g) {
+  if (impl_->cfg.count_distinct_graphs) impl_->seen.insert(g.hash());
+}
 
 Expected<Observation> GraphEnv::reset() {
   auto& s = *impl_;

@@ -67,52 +67,79 @@ std::vector<std::vector<int32_t>> matched_nodes(const std::vector<rules::Match>&
 
 }  // namespace
 
-std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
-                        std::mt19937_64& rng) {
-  torch::NoGradGuard no_grad;
+namespace {
+
+// The policy's forward pass up to the xfer head, for a batch of observations.
+struct Encoded {
+  nets::GraphBatch batch;
+  nets::GraphEncoderImpl::Out enc;
+  torch::Tensor xmask, xlogp;  // [B, N + 1]
+};
+
+Encoded encode_observations(nets::PolicyNet& net, const std::vector<const Observation*>& obs) {
   std::vector<const GraphFeatures*> graphs;
   std::vector<const std::vector<uint8_t>*> xmasks;
   for (const auto* o : obs) {
     graphs.push_back(o->graph.get());
     xmasks.push_back(&o->xfer_mask);
   }
+  Encoded e;
+  e.batch = nets::make_batch(graphs);
+  e.enc = net->encode(e.batch);
+  e.xmask = bool_rows(xmasks, net->num_xfers + 1);
+  e.xlogp = nets::masked_log_softmax(net->xfer_logits(e.enc.global), e.xmask).contiguous();
+  return e;
+}
+
+// The location head for xfer xs[b] of each row b (NO-OP rows get no locations): log-probabilities
+// [B, L], and the valid locations in `mask`.
+torch::Tensor location_logp(nets::PolicyNet& net, const Encoded& e, const std::vector<const Observation*>& obs,
+                            const std::vector<int64_t>& xs, size_t L, torch::Tensor* mask) {
+  const size_t B = obs.size();
+  std::vector<std::vector<std::vector<int32_t>>> nodes(B);
+  std::vector<std::vector<uint8_t>> lmasks(B);
+  std::vector<const std::vector<std::vector<int32_t>>*> np;
+  std::vector<const std::vector<uint8_t>*> mp;
+  for (size_t b = 0; b < B; ++b) {
+    const int x = static_cast<int>(xs[b]);
+    if (x < net->num_xfers) {
+      nodes[b] = matched_nodes(obs[b]->locations[static_cast<size_t>(x)]);
+      lmasks[b] = obs[b]->location_mask(x, L);
+    }
+    np.push_back(&nodes[b]);
+    mp.push_back(&lmasks[b]);
+  }
+  auto li = location_index(np, mp, e.batch.node_offset, static_cast<int64_t>(L));
+  *mask = li.mask;
+  return nets::masked_log_softmax(net->location_logits(e.enc, torch::tensor(xs, torch::kInt64), li), li.mask).contiguous();
+}
+
+}  // namespace
+
+std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
+                        std::mt19937_64& rng) {
+  torch::NoGradGuard no_grad;
   const int64_t B = static_cast<int64_t>(obs.size()), N1 = net->num_xfers + 1;
-  auto batch = nets::make_batch(graphs);
-  auto enc = net->encode(batch);
-  auto xmask = bool_rows(xmasks, N1);
-  auto xlogp = nets::masked_log_softmax(net->xfer_logits(enc.global), xmask);
-  auto values = net->value(enc.global).contiguous();
-  auto xprob = xlogp.exp().contiguous();
+  auto e = encode_observations(net, obs);
+  auto values = net->value(e.enc.global).contiguous();
+  auto xprob = e.xlogp.exp().contiguous();
   std::vector<Choice> out(static_cast<size_t>(B));
   std::vector<int64_t> xs(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    const int x = sample_row(xprob[b].data_ptr<float>(), xmask[b].data_ptr<bool>(), N1, greedy, rng);
+    const int x = sample_row(xprob[b].data_ptr<float>(), e.xmask[b].data_ptr<bool>(), N1, greedy, rng);
     out[static_cast<size_t>(b)].action.xfer = x;
-    out[static_cast<size_t>(b)].logp = xlogp[b][x].item<float>();
+    out[static_cast<size_t>(b)].logp = e.xlogp[b][x].item<float>();
     out[static_cast<size_t>(b)].value = values[b].item<float>();
     xs[static_cast<size_t>(b)] = x;
   }
   // Location head for the chosen xfers.
-  std::vector<std::vector<std::vector<int32_t>>> nodes(static_cast<size_t>(B));
-  std::vector<std::vector<uint8_t>> lmasks(static_cast<size_t>(B));
-  std::vector<const std::vector<std::vector<int32_t>>*> np;
-  std::vector<const std::vector<uint8_t>*> mp;
-  for (int64_t b = 0; b < B; ++b) {
-    const int x = static_cast<int>(xs[static_cast<size_t>(b)]);
-    if (x < net->num_xfers) {
-      nodes[static_cast<size_t>(b)] = matched_nodes(obs[static_cast<size_t>(b)]->locations[static_cast<size_t>(x)]);
-      lmasks[static_cast<size_t>(b)] = obs[static_cast<size_t>(b)]->location_mask(x, L);
-    }
-    np.push_back(&nodes[static_cast<size_t>(b)]);
-    mp.push_back(&lmasks[static_cast<size_t>(b)]);
-  }
-  auto li = location_index(np, mp, batch.node_offset, static_cast<int64_t>(L));
-  auto llogp = nets::masked_log_softmax(net->location_logits(enc, torch::tensor(xs, torch::kInt64), li), li.mask);
+  torch::Tensor lmask;
+  auto llogp = location_logp(net, e, obs, xs, L, &lmask);
   auto lprob = llogp.exp().contiguous();
   for (int64_t b = 0; b < B; ++b) {
     auto& c = out[static_cast<size_t>(b)];
     if (c.action.xfer >= net->num_xfers) continue;  // NO-OP: no location
-    const int l = sample_row(lprob[b].data_ptr<float>(), li.mask[b].data_ptr<bool>(), static_cast<int64_t>(L), greedy, rng);
+    const int l = sample_row(lprob[b].data_ptr<float>(), lmask[b].data_ptr<bool>(), static_cast<int64_t>(L), greedy, rng);
     c.action.location = l;
     c.logp += llogp[b][l].item<float>();
   }
@@ -121,16 +148,8 @@ std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observatio
 
 std::vector<std::vector<Choice>> top_actions(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, int k) {
   torch::NoGradGuard no_grad;
-  std::vector<const GraphFeatures*> graphs;
-  std::vector<const std::vector<uint8_t>*> xmasks;
-  for (const auto* o : obs) {
-    graphs.push_back(o->graph.get());
-    xmasks.push_back(&o->xfer_mask);
-  }
   const int64_t B = static_cast<int64_t>(obs.size()), N = net->num_xfers;
-  auto batch = nets::make_batch(graphs);
-  auto enc = net->encode(batch);
-  auto xlogp = nets::masked_log_softmax(net->xfer_logits(enc.global), bool_rows(xmasks, N + 1)).contiguous();
+  auto e = encode_observations(net, obs);
   // Per row, its valid xfers (NO-OP excluded), most likely first; at most k of them can hold a top-k move.
   std::vector<std::vector<int64_t>> xfers(static_cast<size_t>(B));
   size_t depth = 0;
@@ -138,40 +157,30 @@ std::vector<std::vector<Choice>> top_actions(nets::PolicyNet& net, const std::ve
     auto& xs = xfers[static_cast<size_t>(b)];
     for (int64_t x = 0; x < N; ++x)
       if (obs[static_cast<size_t>(b)]->xfer_mask[static_cast<size_t>(x)]) xs.push_back(x);
-    const float* row = xlogp[b].data_ptr<float>();
+    const float* row = e.xlogp[b].data_ptr<float>();
     std::stable_sort(xs.begin(), xs.end(), [&](int64_t a, int64_t c) { return row[a] > row[c]; });
     if (xs.size() > static_cast<size_t>(k)) xs.resize(static_cast<size_t>(k));
     depth = std::max(depth, xs.size());
   }
   std::vector<std::vector<Choice>> out(static_cast<size_t>(B));
   // One location-head pass per rank j: row b scores the locations of its j-th xfer (rows with
-  // fewer xfers repeat their first, and those results are ignored).
+  // fewer xfers repeat their last, and those results are ignored; rows with none score NO-OP).
   for (size_t j = 0; j < depth; ++j) {
-    std::vector<int64_t> xs(static_cast<size_t>(B), 0);
-    std::vector<std::vector<std::vector<int32_t>>> nodes(static_cast<size_t>(B));
-    std::vector<std::vector<uint8_t>> lmasks(static_cast<size_t>(B));
-    std::vector<const std::vector<std::vector<int32_t>>*> np;
-    std::vector<const std::vector<uint8_t>*> mp;
+    std::vector<int64_t> xs(static_cast<size_t>(B), N);
     for (int64_t b = 0; b < B; ++b) {
       const auto& cand = xfers[static_cast<size_t>(b)];
-      if (!cand.empty()) {
-        const int x = static_cast<int>(cand[std::min(j, cand.size() - 1)]);
-        xs[static_cast<size_t>(b)] = x;
-        nodes[static_cast<size_t>(b)] = matched_nodes(obs[static_cast<size_t>(b)]->locations[static_cast<size_t>(x)]);
-        lmasks[static_cast<size_t>(b)] = obs[static_cast<size_t>(b)]->location_mask(x, L);
-      }
-      np.push_back(&nodes[static_cast<size_t>(b)]);
-      mp.push_back(&lmasks[static_cast<size_t>(b)]);
+      if (!cand.empty()) xs[static_cast<size_t>(b)] = cand[std::min(j, cand.size() - 1)];
     }
-    auto li = location_index(np, mp, batch.node_offset, static_cast<int64_t>(L));
-    auto llogp = nets::masked_log_softmax(net->location_logits(enc, torch::tensor(xs, torch::kInt64), li), li.mask).contiguous();
+    torch::Tensor lmask;
+    auto llogp = location_logp(net, e, obs, xs, L, &lmask);
     for (int64_t b = 0; b < B; ++b) {
       if (j >= xfers[static_cast<size_t>(b)].size()) continue;
       const auto x = xs[static_cast<size_t>(b)];
       const float* lrow = llogp[b].data_ptr<float>();
-      const bool* valid = li.mask[b].data_ptr<bool>();
+      const bool* valid = lmask[b].data_ptr<bool>();
+      const float xl = e.xlogp[b][x].item<float>();
       for (int64_t l = 0; l < static_cast<int64_t>(L); ++l)
-        if (valid[l]) out[static_cast<size_t>(b)].push_back({Action{static_cast<int>(x), static_cast<int>(l)}, xlogp[b][x].item<float>() + lrow[l], 0.f});
+        if (valid[l]) out[static_cast<size_t>(b)].push_back({Action{static_cast<int>(x), static_cast<int>(l)}, xl + lrow[l], 0.f});
     }
   }
   for (auto& row : out) {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint.h"
+#include "rlflow/cost/memo.h"
 #include "ppo.h"
 #include "rollout_optimizer.h"
 #include "rlflow/rl/agent.h"
@@ -80,6 +81,7 @@ class RlOptimizer : public RolloutOptimizer {
     std::vector<State> beam{{g, cost0, {}}};
     double beam_best = cost0;
     int stale = 0;
+    cost::MemoCost coster(cost_model());
     for (int depth = 0; depth < env_config().max_steps && !beam.empty() && stale < o.beam_patience; ++depth) {
       std::vector<Observation> obs;
       for (const auto& s : beam) {
@@ -90,9 +92,12 @@ class RlOptimizer : public RolloutOptimizer {
       std::vector<const Observation*> ptrs;
       for (const auto& ob : obs) ptrs.push_back(&ob);
       auto moves = ppo::top_actions(net_, ptrs, env.max_locations(), o.beam_branch);
+      // Children are applied to the parent's index and costed, not observed: only the beam's
+      // survivors need matches and features, and they get them from reset_to at the next depth.
       std::vector<State> children;
       std::unordered_set<uint64_t> seen;
       for (size_t b = 0; b < beam.size(); ++b) {
+        const rules::GraphIndex index(beam[b].graph);
         for (const auto& c : moves[b]) {
           if (limits.time_limit_s > 0 && elapsed() > limits.time_limit_s) {
             r.stop = search::StopReason::kTimeLimit;
@@ -102,18 +107,23 @@ class RlOptimizer : public RolloutOptimizer {
             r.stop = search::StopReason::kBudget;
             return {};
           }
-          if (auto ob = env.reset_to(beam[b].graph, cost0, beam[b].steps); !ob) return ob.error();
-          auto st = env.step(c.action);
-          if (!st) return st.error();
+          const auto& m = obs[b].locations[static_cast<size_t>(c.action.xfer)][static_cast<size_t>(c.action.location)];
+          rules::Rejection why = rules::Rejection::kNone;
+          auto child = rules::apply(index, *rules()[static_cast<size_t>(c.action.xfer)], m, &why);
           ++r.report.expanded;
-          if (st->info.rejected) {
+          if (!child) {
             ++r.report.rejected;
-            ++r.report.rejections[static_cast<size_t>(st->info.rejection)];
+            ++r.report.rejections[static_cast<size_t>(why)];
             continue;
           }
           ++r.report.generated;
-          if (!seen.insert(env.graph().hash()).second) continue;
-          children.push_back({env.graph(), st->info.cost, env.steps()});
+          env.count_graph(*child);
+          if (!seen.insert(child->hash()).second) continue;
+          auto cost = coster.cost(*child);
+          if (!cost) return cost.error();
+          auto steps = beam[b].steps;
+          steps.push_back(m);
+          children.push_back({std::move(*child), *cost, std::move(steps)});
         }
       }
       std::stable_sort(children.begin(), children.end(), [](const State& a, const State& c) { return a.cost < c.cost; });

@@ -23,6 +23,8 @@ class RolloutOptimizer : public search::Optimizer {
   virtual Status refine(GraphEnv&, const ir::Graph&, const search::Limits&, double /*elapsed_s*/, search::Result&) { return {}; }
   const RlSearchOptions& options() const { return o_; }
   const EnvConfig& env_config() const { return env_; }
+  const std::vector<const rules::Rule*>& rules() const { return rules_; }
+  cost::CostModel& cost_model() const { return model_; }
 
  private:
   std::vector<const rules::Rule*> rules_;

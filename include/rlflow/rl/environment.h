@@ -76,6 +76,8 @@ class GraphEnv : public Environment {
   double total_step_seconds() const;
   int64_t total_steps() const;
   int64_t distinct_graphs() const;  // distinct graphs visited since construction (count_distinct_graphs; else 0)
+  // Counts a graph a search reached without stepping this environment (a beam's children).
+  void count_graph(const ir::Graph& g);
 
  private:
   struct Impl;
