@@ -5,5 +5,6 @@ RLFLOW_BUILD="${RLFLOW_BUILD:-$RLFLOW_ROOT/build}"
 RLFLOW_BIN="$RLFLOW_BUILD/rlflow"
 PY="$RLFLOW_VENV/bin/python"
 export RLFLOW_ROOT RLFLOW_VENV RLFLOW_BUILD RLFLOW_BIN PY
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"  # the pthread OpenBLAS at one thread (see src/exec/executor.cpp)
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # torch/ORT threads in scripts; note GNU nproc obeys it, so job counts use getconf
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }

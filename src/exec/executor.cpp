@@ -1,10 +1,29 @@
 #include "rlflow/exec/executor.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
 
 #include "aten_ops.h"
 
 namespace rlflow::exec {
+
+namespace {
+// libtorch's BLAS is the system's: Debian's OpenBLAS. Its serial build is not safe when two threads
+// call it at once (parallel rule verification, several trainers in one process gave wrong results),
+// so setup installs the pthread build, which is; this keeps that build at one thread, as the serial
+// one was, unless OPENBLAS_NUM_THREADS says otherwise. Without OpenBLAS the symbol is absent and
+// nothing happens.
+const bool kBlasThreadsPinned = [] {
+  if (std::getenv("OPENBLAS_NUM_THREADS")) return false;
+  using SetThreads = void (*)(int);
+  auto* set = reinterpret_cast<SetThreads>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (!set) return false;
+  set(1);
+  return true;
+}();
+}  // namespace
 
 using detail::from_aten;
 using detail::round_to;
