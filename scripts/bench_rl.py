@@ -7,9 +7,10 @@ Every run uses the same cost model (--cost-model, default analytic; --device-pro
 --deterministic is passed when the cost model is analytic). Improvement = (before_ms - after_ms) /
 before_ms of the cost that optimise reports for its own result.
 
-Generalisation (--generalise [TRAIN ...] --eval EVAL): one agent trained on every TRAIN model together
-(train-agent with --model repeated), evaluated with --search rl on the held-out EVAL model next to
-greedy and TASO on EVAL. With --generalise alone only this runs (written to bench_rl_generalise.*);
+Generalisation (--generalise [TRAIN ...] --eval EVAL ...): one agent trained on every TRAIN model together
+(train-agent with --model repeated), evaluated with --search rl on each held-out EVAL model next to
+greedy and TASO on it. When --models also names an EVAL model, its per-model agent is trained too and the
+table gives the held-out agent's improvement as a share of the per-model agent's. With --generalise alone only this runs (written to bench_rl_generalise.*);
 with --models given too, both tables run and go to bench_rl.*.
 
 Writes OUT_DIR/bench_rl.md (markdown tables), OUT_DIR/bench_rl.json (every number), the training curves
@@ -18,7 +19,7 @@ keeps the agents and their JSONL logs under OUT_DIR/rl/. A failing run becomes a
 when any run failed.
 
     scripts/bench_rl [--models squeezenet1_1 resnet18] [--episodes 200] [--seed 0] [--rollouts 8]
-    scripts/bench_rl --generalise squeezenet1_1 resnet18 resnet50 --eval inception_v3 --episodes 200
+    scripts/bench_rl --generalise squeezenet1_1 resnet18 resnet50 --eval inception_v3 bert_base --episodes 200
 """
 from __future__ import annotations
 
@@ -152,8 +153,7 @@ def per_model(args, name: str, tmp: Path) -> dict:
         row["rl"] = {"error": "no agent (training failed)"}
     else:
         log(f"{stem}: optimise --search rl --rollouts {args.rollouts}")
-        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl",
-                             ["--agent", row["train"]["agent"], "--rollouts", str(args.rollouts)])
+        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl", rl_extra(args, row["train"]["agent"]))
     png = args.out_dir / f"bench_rl_{stem}.png"
     err = plot([row["train"].get("log")], png, f"rlflow train-agent on {stem} ({args.episodes} episodes, seed {args.seed}, "
                                               f"{args.cost_model} cost)")
@@ -163,32 +163,45 @@ def per_model(args, name: str, tmp: Path) -> dict:
     return row
 
 
-def generalise(args, tmp: Path) -> dict:
+def rl_extra(args, agent: str) -> list[str]:
+    extra = ["--agent", agent, "--rollouts", str(args.rollouts)]
+    if args.beam:
+        extra += ["--beam", str(args.beam), "--budget", str(args.beam_budget)]
+    return extra
+
+
+def generalise(args, tmp: Path) -> list[dict]:
+    """One agent trained on every --generalise model, then one row per held-out --eval model."""
     train_names = [model_name(n) for n in args.generalise]
-    stem = model_name(args.eval)
-    model = model_path(args.eval)
-    row: dict = {"eval": stem, "eval_path": str(model), "train_models": train_names}
     tag = "+".join(train_names)
     agent = args.out_dir / "rl" / f"generalise.{tag}.pt"
     log(f"generalise: train-agent on {', '.join(train_names)} --episodes {args.episodes} --seed {args.seed}")
-    row["train"] = train(args, [model_path(n) for n in args.generalise], agent,
-                         args.out_dir / "rl" / f"generalise.{tag}.jsonl")
-    for search in ("greedy", "taso"):
-        log(f"generalise: {stem}: optimise --search {search}")
-        row[search] = optimise(args, model, tmp / f"{stem}.{search}.onnx", search)
-    if "error" in row["train"]:
-        row["rl"] = {"error": "no agent (training failed)"}
-    else:
-        log(f"generalise: {stem}: optimise --search rl --rollouts {args.rollouts} (held out)")
-        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl",
-                             ["--agent", row["train"]["agent"], "--rollouts", str(args.rollouts)])
-    png = args.out_dir / f"bench_rl_generalise_{stem}.png"
-    err = plot([row["train"].get("log")], png, f"rlflow train-agent on {', '.join(train_names)} (held out: {stem}; "
-                                              f"{args.episodes} episodes, seed {args.seed}, {args.cost_model} cost)")
-    row["plot"] = str(png) if err is None else None
-    if err:
-        row["plot_error"] = err
-    return row
+    trained = train(args, [model_path(n) for n in args.generalise], agent,
+                    args.out_dir / "rl" / f"generalise.{tag}.jsonl")
+    rows = []
+    for name in args.eval:
+        stem = model_name(name)
+        model = model_path(name)
+        row: dict = {"eval": stem, "eval_path": str(model), "train_models": train_names, "train": trained}
+        for search in ("greedy", "taso"):
+            log(f"generalise: {stem}: optimise --search {search}")
+            row[search] = optimise(args, model, tmp / f"{stem}.{search}.onnx", search)
+        if "error" in trained:
+            row["rl"] = {"error": "no agent (training failed)"}
+        else:
+            log(f"generalise: {stem}: optimise --search rl --rollouts {args.rollouts}"
+                + (f" --beam {args.beam}" if args.beam else "") + " (held out)")
+            row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl", rl_extra(args, trained["agent"]))
+        rows.append(row)
+    png = args.out_dir / f"bench_rl_generalise_{tag}.png"
+    err = plot([trained.get("log")], png, f"rlflow train-agent on {', '.join(train_names)} (held out: "
+                                          f"{', '.join(model_name(n) for n in args.eval)}; "
+                                          f"{args.episodes} episodes, seed {args.seed}, {args.cost_model} cost)")
+    for row in rows:
+        row["plot"] = str(png) if err is None else None
+        if err:
+            row["plot_error"] = err
+    return rows
 
 
 # ---- table -----------------------------------------------------------------------------------------
@@ -244,17 +257,28 @@ def table_per_model(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def table_generalise(rows: list[dict]) -> str:
-    lines = ["| eval (held out) | trained on | greedy % | taso % | rl % | rl vs taso (pp) | training best % | "
-             "training wall s | episodes to best | env steps to best | real env step ms | rl optimise s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def vs_per_model(r: dict, per_model_rows: list[dict]) -> str:
+    """The held-out agent's improvement as a share of the per-model agent's, when both ran."""
+    own = next((p for p in per_model_rows if p["model"] == r["eval"]), None)
+    if own is None or "improvement" not in own["rl"] or "improvement" not in r["rl"]:
+        return "n/a"
+    if own["rl"]["improvement"] <= 0:
+        return "n/a (per-model agent found nothing)"
+    return f"{100 * r['rl']['improvement'] / own['rl']['improvement']:.1f}% of {pct(own['rl'])}"
+
+
+def table_generalise(rows: list[dict], per_model_rows: list[dict]) -> str:
+    lines = ["| eval (held out) | trained on | greedy % | taso % | rl % | rl vs taso (pp) | vs per-model agent | "
+             "training best % | training wall s | episodes to best | env steps to best | real env step ms | "
+             "rl optimise s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = r["train"]
         best = "" if "error" in t else ", ".join(
             f"{m}: {num(100 * v if isinstance(v, (int, float)) else None, '{:.2f}')}"
             for m, v in ((m, (t.get("best_improvement") or {}).get(m)) for m in r["train_models"]))
         cells = [r["eval"], ", ".join(r["train_models"]), pct(r["greedy"]), pct(r["taso"]), pct(r["rl"]), vs_taso(r),
-                 best, *train_cells(t, r["train_models"]), rl_seconds(r["rl"])]
+                 vs_per_model(r, per_model_rows), best, *train_cells(t, r["train_models"]), rl_seconds(r["rl"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -271,10 +295,15 @@ def main() -> int:
     ap.add_argument("--generalise", nargs="*", default=None, metavar="TRAIN",
                     help=f"train one agent on these models together (default: {' '.join(DEFAULT_TRAIN)}) "
                          "and evaluate it on --eval")
-    ap.add_argument("--eval", default=DEFAULT_EVAL, help=f"held-out model of --generalise (default: {DEFAULT_EVAL})")
+    ap.add_argument("--eval", nargs="+", default=[DEFAULT_EVAL],
+                    help=f"held-out models of --generalise, each evaluated with the one agent (default: {DEFAULT_EVAL})")
     ap.add_argument("--episodes", type=int, default=200, help="train-agent --episodes (default 200)")
     ap.add_argument("--seed", type=int, default=0, help="train-agent --seed (default 0)")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
+    ap.add_argument("--beam", type=int, default=0,
+                    help="optimise --search rl --beam W: policy-guided beam search after the rollouts (default 0: none)")
+    ap.add_argument("--beam-budget", type=int, default=100000,
+                    help="optimise --budget with --beam: states the beam may cost (default 100000)")
     ap.add_argument("--config", default=None, help="train-agent --config (agent hyperparameters YAML)")
     ap.add_argument("--cost-model", default="analytic", choices=["auto", "cpu", "analytic", "cudnn", "recorded"],
                     help="recorded: the recorded H100 timings (configs/devices/h100-cost-table.json), deterministic; "
@@ -297,8 +326,10 @@ def main() -> int:
         args.deterministic = args.cost_model == "analytic"  # recorded is deterministic by itself
     if args.generalise is not None and not args.generalise:
         args.generalise = list(DEFAULT_TRAIN)
-    if args.generalise is not None and model_name(args.eval) in {model_name(n) for n in args.generalise}:
-        print(f"bench_rl: error: --eval {args.eval} is one of the training models; it must be held out", file=sys.stderr)
+    overlap = {model_name(n) for n in args.eval} & {model_name(n) for n in args.generalise or []}
+    if args.generalise is not None and overlap:
+        print(f"bench_rl: error: --eval {', '.join(sorted(overlap))} is one of the training models; it must be held out",
+              file=sys.stderr)
         return 2
     if args.episodes < 1 or args.rollouts < 0:
         print("bench_rl: error: --episodes must be >= 1 and --rollouts >= 0", file=sys.stderr)
@@ -310,7 +341,7 @@ def main() -> int:
 
     config = {"cost_model": args.cost_model, "device_profile": args.device_profile or None,
               "deterministic": args.deterministic, "episodes": args.episodes, "seed": args.seed,
-              "rollouts": args.rollouts, "time_limit_s": args.time_limit, "config": args.config,
+              "rollouts": args.rollouts, "beam": args.beam, "time_limit_s": args.time_limit, "config": args.config,
               "imitation_epochs": args.imitation_epochs, "dagger_rounds": args.dagger_rounds,
               "binary": args.binary, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     version = subprocess.run([args.binary, "--version"], capture_output=True, text=True).stdout.strip() \
@@ -324,7 +355,7 @@ def main() -> int:
             r = rows[-1]
             log(f"{r['model']}: greedy {pct(r['greedy'])}, taso {pct(r['taso'])}, rl {pct(r['rl'])} (% improvement)")
         if args.generalise is not None:
-            gen_rows.append(generalise(args, Path(tmp)))
+            gen_rows.extend(generalise(args, Path(tmp)))
 
     note = (f"cost model {args.cost_model}"
             + (f", device profile {args.device_profile}" if args.device_profile else "")
@@ -332,13 +363,13 @@ def main() -> int:
             + f"; {args.episodes} training episodes, seed {args.seed}"
             + (f", {args.imitation_epochs} epochs of imitation of greedy first" if args.imitation_epochs else "")
             + (f" and {args.dagger_rounds} DAgger rounds" if args.dagger_rounds else "")
-            + f"; rl: {args.rollouts} rollouts; "
+            + f"; rl: {args.rollouts} rollouts" + (f", beam {args.beam}" if args.beam else "") + "; "
               f"greedy/taso time limit {args.time_limit:g} s. Improvement = (before - after) / before of the cost.")
     parts = []
     if rows:
         parts.append("## RL vs greedy / TASO (one agent per model)\n\n" + table_per_model(rows))
     if gen_rows:
-        parts.append("## Generalisation (one agent, evaluated on a held-out model)\n\n" + table_generalise(gen_rows))
+        parts.append("## Generalisation (one agent, evaluated on a held-out model)\n\n" + table_generalise(gen_rows, rows))
     text = note + "\n\n" + "\n\n".join(parts)
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     Path(str(out_stem) + ".md").write_text(text + "\n")

@@ -104,6 +104,13 @@ int run(int argc, char** argv) {
                       "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
   c_train->add_option("--dagger-rounds", train.dagger_rounds,
                       "DAgger rounds after cloning: the policy's own states labelled by greedy (overrides training.dagger_rounds)");
+  c_train->add_option("--world-size", train.world_size,
+                      "Data-parallel training over this many processes (libtorch c10d, gloo); start one per rank, or use "
+                      "scripts/train_ranks")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  c_train->add_option("--rank", train.rank, "This process's rank, 0..world-size-1; rank 0 writes --out and --log")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  c_train->add_option("--master", train.master, "ADDR:PORT where rank 0 serves the rendezvous store")->capture_default_str();
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");

@@ -174,6 +174,12 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
 }
 
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
+  if (o.rank >= o.world_size)
+    return report_error(g, Error::bad_input("--rank " + std::to_string(o.rank) + " must be below --world-size " +
+                                            std::to_string(o.world_size)));
+  if (!o.world_model.empty() && o.world_size > 1)
+    return report_error(g, Error::unsupported("--world-size > 1 trains the model-free agent; the dream controller "
+                                              "(--world-model) trains in one process"));
   auto in = load_inputs(o);
   if (!in) return report_error(g, in.error());
   if (!o.world_model.empty()) return train_in_dream(g, o, *in);
@@ -192,7 +198,10 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   t.out = o.out;
   t.resume = o.resume;
   t.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
-  const bool tty = progress_wanted(g);
+  t.world_size = o.world_size;
+  t.rank = o.rank;
+  t.master = o.master;
+  const bool tty = progress_wanted(g) && o.rank == 0;
   rl::TrainProgress progress;
   if (tty)
     progress = [&](const rl::UpdateLog& u) {
@@ -211,6 +220,8 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
                       {"log", t.log_path},
                       {"cost_model", model->name()},
                       {"rules", t.rules.size()},
+                      {"world_size", sum->world_size},
+                      {"rank", t.rank},
                       {"updates", sum->updates},
                       {"episodes", sum->episodes},
                       {"env_steps", sum->env_steps},
@@ -232,7 +243,8 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
               << std::endl;
     return kOk;
   }
-  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s)\n", o.out.c_str(), t.rules.size(), model->name().c_str());
+  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s%s)\n", o.out.c_str(), t.rules.size(), model->name().c_str(),
+              sum->world_size > 1 ? (", rank " + std::to_string(t.rank) + " of " + std::to_string(sum->world_size)).c_str() : "");
   std::printf("%lld updates, %lld episodes, %lld env steps in %.1fs (real env step %.2f ms)\n", static_cast<long long>(sum->updates),
               static_cast<long long>(sum->episodes), static_cast<long long>(sum->env_steps), sum->seconds, step_ms);
   for (const auto& [name, best] : sum->best_improvement)

@@ -80,6 +80,10 @@ struct TrainAgentOptions {
   std::string device_profile;
   int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
   int dagger_rounds = -1;     // >= 0 overrides training.dagger_rounds
+  // data-parallel training (c10d)
+  int world_size = 1;
+  int rank = 0;
+  std::string master = "127.0.0.1:29500";
   // model-based: train the controller in this world model's dream
   std::string world_model;
   double temperature = 1.0;

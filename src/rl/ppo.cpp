@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "distributed.h"
+
 namespace rlflow::rl::ppo {
 
 torch::Tensor bool_rows(const std::vector<const std::vector<uint8_t>*>& rows, int64_t width) {
@@ -118,6 +120,11 @@ torch::Tensor location_logp(nets::PolicyNet& net, const Encoded& e, const std::v
 
 std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
                         std::mt19937_64& rng) {
+  return act(net, obs, L, greedy, std::vector<std::mt19937_64*>(obs.size(), &rng));
+}
+
+std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
+                        const std::vector<std::mt19937_64*>& rngs) {
   torch::NoGradGuard no_grad;
   const int64_t B = static_cast<int64_t>(obs.size()), N1 = net->num_xfers + 1;
   auto e = encode_observations(net, obs);
@@ -126,7 +133,7 @@ std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observatio
   std::vector<Choice> out(static_cast<size_t>(B));
   std::vector<int64_t> xs(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
-    const int x = sample_row(xprob[b].data_ptr<float>(), e.xmask[b].data_ptr<bool>(), N1, greedy, rng);
+    const int x = sample_row(xprob[b].data_ptr<float>(), e.xmask[b].data_ptr<bool>(), N1, greedy, *rngs[static_cast<size_t>(b)]);
     out[static_cast<size_t>(b)].action.xfer = x;
     out[static_cast<size_t>(b)].logp = e.xlogp[b][x].item<float>();
     out[static_cast<size_t>(b)].value = values[b].item<float>();
@@ -139,7 +146,8 @@ std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observatio
   for (int64_t b = 0; b < B; ++b) {
     auto& c = out[static_cast<size_t>(b)];
     if (c.action.xfer >= net->num_xfers) continue;  // NO-OP: no location
-    const int l = sample_row(lprob[b].data_ptr<float>(), lmask[b].data_ptr<bool>(), static_cast<int64_t>(L), greedy, rng);
+    const int l = sample_row(lprob[b].data_ptr<float>(), lmask[b].data_ptr<bool>(), static_cast<int64_t>(L), greedy,
+                             *rngs[static_cast<size_t>(b)]);
     c.action.location = l;
     c.logp += llogp[b][l].item<float>();
   }
@@ -299,15 +307,36 @@ UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std
 
 UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
                    const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng) {
+  return update(eval, std::move(params), opt, data, cfg, rng, nullptr).value();  // no collectives: cannot fail
+}
+
+Expected<UpdateStats> update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
+                             const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng,
+                             const Shard* shard) {
   UpdateStats s;
-  const size_t T = data.size();
+  dist::Comm* comm = shard && shard->comm && shard->comm->size() > 1 ? shard->comm : nullptr;
+  const size_t T = comm ? static_cast<size_t>(shard->global_size) : data.size();
   if (T == 0) return s;
-  std::vector<float> adv(T);
-  for (size_t i = 0; i < T; ++i) adv[i] = data[i].advantage;
+  // local[g]: this rank's position of the update's transition g, or -1 (another rank holds it).
+  std::vector<int64_t> local(T, -1);
+  for (size_t i = 0; i < data.size(); ++i) local[comm ? static_cast<size_t>(shard->global_index[i]) : i] = static_cast<int64_t>(i);
+  auto global_sum = [&](double v) -> Expected<double> {
+    if (!comm) return v;
+    auto t = torch::tensor({v}, torch::kFloat64);
+    RLFLOW_TRY_STATUS(comm->allreduce_sum(t));
+    return t.item<double>();
+  };
+  std::vector<float> adv(data.size());
+  for (size_t i = 0; i < data.size(); ++i) adv[i] = data[i].advantage;
   if (cfg.normalize_advantages && T > 1) {
-    double mean = std::accumulate(adv.begin(), adv.end(), 0.0) / T, var = 0;
+    auto sum = global_sum(std::accumulate(adv.begin(), adv.end(), 0.0));
+    if (!sum) return sum.error();
+    const double mean = *sum / static_cast<double>(T);
+    double var = 0;
     for (auto a : adv) var += (a - mean) * (a - mean);
-    const double sd = std::sqrt(var / (T - 1));
+    auto var_all = global_sum(var);
+    if (!var_all) return var_all.error();
+    const double sd = std::sqrt(*var_all / static_cast<double>(T - 1));
     for (auto& a : adv) a = static_cast<float>((a - mean) / (sd + 1e-8));
   }
   std::vector<size_t> order(T);
@@ -323,23 +352,35 @@ UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, tor
       std::vector<const Transition*> mb;
       std::vector<float> old, a, ret;
       for (size_t k = start; k < end; ++k) {
-        const auto& t = data[order[k]];
+        const int64_t i = local[order[k]];
+        if (i < 0) continue;
+        const auto& t = data[static_cast<size_t>(i)];
         mb.push_back(&t);
         old.push_back(t.logp);
-        a.push_back(adv[order[k]]);
+        a.push_back(adv[static_cast<size_t>(i)]);
         ret.push_back(t.ret);
       }
-      auto ev = eval(mb);
-      auto loss = ppo_loss(ev, torch::tensor(old), torch::tensor(a), torch::tensor(ret), cfg);
+      // This rank's share of the minibatch mean: its members' mean weighted by their fraction.
+      const double share = static_cast<double>(mb.size()) / static_cast<double>(end - start);
+      auto stats = torch::zeros({5}, torch::kFloat);  // policy, value, entropy, clip fraction, approx KL
       opt.zero_grad();
-      loss.total.backward();
+      if (!mb.empty()) {
+        auto ev = eval(mb);
+        auto loss = ppo_loss(ev, torch::tensor(old), torch::tensor(a), torch::tensor(ret), cfg);
+        (share == 1.0 ? loss.total : loss.total * share).backward();
+        torch::NoGradGuard ng;
+        stats = torch::stack({loss.policy, loss.value, loss.entropy, loss.clip_fraction, loss.approx_kl}).detach().to(torch::kFloat) *
+                static_cast<float>(share);
+      }
+      if (comm) RLFLOW_TRY_STATUS(dist::allreduce_grads(*comm, params, stats));
       torch::nn::utils::clip_grad_norm_(params, cfg.max_grad_norm);
       opt.step();
-      s.policy_loss += loss.policy.item<double>();
-      s.value_loss += loss.value.item<double>();
-      s.entropy += loss.entropy.item<double>();
-      s.clip_fraction += loss.clip_fraction.item<double>();
-      epoch_kl += loss.approx_kl.item<double>();
+      auto st = stats.accessor<float, 1>();
+      s.policy_loss += st[0];
+      s.value_loss += st[1];
+      s.entropy += st[2];
+      s.clip_fraction += st[3];
+      epoch_kl += st[4];
       ++epoch_n;
       ++s.minibatches;
     }

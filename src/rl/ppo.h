@@ -9,6 +9,10 @@
 #include "rlflow/rl/config.h"
 #include "rlflow/rl/environment.h"
 
+namespace rlflow::rl::dist {
+class Comm;
+}
+
 namespace rlflow::rl::ppo {
 
 // One step as PPO needs it again at update time. Both masks are stored, so the update
@@ -34,6 +38,10 @@ struct Choice {
 // `rng`. Masked actions have probability 0 and are never chosen.
 std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
                         std::mt19937_64& rng);
+// The same with one generator per observation (each episode draws from its own stream, so what an
+// episode samples does not depend on which other episodes share its batch, process or rank).
+std::vector<Choice> act(nets::PolicyNet& net, const std::vector<const Observation*>& obs, size_t L, bool greedy,
+                        const std::vector<std::mt19937_64*>& rngs);
 
 // The `k` most likely rewrites of each observation under the policy (joint log-probability of the
 // xfer and its location, NO-OP left out), most likely first: the moves a policy-guided search
@@ -80,8 +88,22 @@ inline void record(const UpdateStats& s, UpdateLog& u) {
   u.ppo_epochs = s.epochs;
 }
 using Evaluator = std::function<Evaluated(const std::vector<const Transition*>&)>;
+// Data-parallel PPO: this rank holds part of an update's transitions. `global_index[i]` is where
+// data[i] stands in the whole update (every rank's episodes, in episode order), which has
+// `global_size` transitions. Every rank draws the same minibatch order over the whole update,
+// evaluates its own members, and the gradients (each rank's share of the minibatch mean) are summed
+// across ranks before the clipped step, so the ranks' parameters stay equal and equal to a
+// single-process update over the same data, up to floating-point summation order.
+struct Shard {
+  dist::Comm* comm = nullptr;
+  int64_t global_size = 0;
+  std::vector<int64_t> global_index;
+};
 // PPO epochs over `data` for any actor-critic: `eval` re-evaluates a minibatch under the current
-// parameters `params`.
+// parameters `params`. With a shard, an error is a failed collective.
+Expected<UpdateStats> update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
+                             const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng,
+                             const Shard* shard);
 UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
                    const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng);
 UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,

@@ -2,14 +2,22 @@
 // environments step together, one thread each, while one batched forward pass chooses all their
 // actions), then PPO updates the network. Whole episodes per update make a checkpoint at an
 // update boundary a complete state: a resumed run repeats an uninterrupted one exactly.
+//
+// Data-parallel across processes (world_size > 1, c10d): episode e of an update is collected by
+// rank e mod world_size, each episode samples from its own generator (seeded by the run's seed and
+// e), the ranks exchange their episodes' summaries, and PPO sums every minibatch's gradients over
+// the ranks (ppo::Shard). Given the seed, the result is the single-process run's, up to
+// floating-point summation order.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "checkpoint.h"
+#include "distributed.h"
 #include "imitation.h"
 #include "ppo.h"
 #include "rlflow/rl/agent.h"
@@ -52,48 +60,66 @@ void counters_from(const json& j, Counters& c) {
   c.best_steps = j.value("env_steps_to_best", std::map<std::string, int64_t>{});
 }
 
+// Episode e's own generator: what it samples depends only on the seed and e, not on which
+// environments, threads or ranks share its batch.
+std::mt19937_64 episode_rng(uint64_t seed, int64_t e) {
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(e),
+                    static_cast<uint32_t>(static_cast<uint64_t>(e) >> 32), 0x65706973u};
+  return std::mt19937_64(seq);
+}
+
+// One episode as every rank learns of it: index, model, steps, return, final and best improvement, step seconds.
+constexpr int64_t kSummaryWidth = 7;
+
 std::string rng_state(const std::mt19937_64& rng) {
   std::ostringstream os;
   os << rng;
   return os.str();
 }
 
-// Runs `count` whole episodes, numbered from `first`, on up to cfg.num_envs environments at once.
+// Runs the whole episodes numbered `episodes` (in that order), on up to cfg.num_envs environments at
+// once; episode e plays model e mod (number of models) and samples from episode_rng(seed, e).
 class Collector {
  public:
   Collector(const TrainOptions& o, const PpoConfig& cfg, cost::CostModel& model) : o_(o), cfg_(cfg), model_(model) {
     slots_.resize(static_cast<size_t>(cfg.num_envs));
   }
 
-  Expected<std::vector<Episode>> run(nets::PolicyNet& net, int64_t first, int64_t count, std::mt19937_64& rng) {
-    std::vector<Episode> done(static_cast<size_t>(count));
+  Expected<std::vector<Episode>> run(nets::PolicyNet& net, const std::vector<int64_t>& episodes, uint64_t seed) {
+    std::vector<Episode> done(episodes.size());
     struct Active {
       size_t slot;
-      int64_t ep;
+      size_t pos;  // in `episodes`
       GraphEnv* env;
       Observation obs;
       Episode rec;
+      std::unique_ptr<std::mt19937_64> rng;
     };
     std::vector<Active> active;
-    int64_t next = first;
+    size_t next = 0;
     auto start = [&](size_t slot) -> Status {
-      const size_t m = static_cast<size_t>(next % static_cast<int64_t>(o_.models.size()));
+      const int64_t e = episodes[next];
+      const size_t m = static_cast<size_t>(e % static_cast<int64_t>(o_.models.size()));
       auto& env = slots_[slot][m];
       if (!env) env = std::make_unique<GraphEnv>(o_.models[m].graph, o_.rules, model_, cfg_.env);
       auto obs = env->reset();
       if (!obs) return obs.error();
-      Active a{slot, next++, env.get(), std::move(*obs), {}};
+      Active a{slot, next++, env.get(), std::move(*obs), {}, std::make_unique<std::mt19937_64>(episode_rng(seed, e))};
       a.rec.model = m;
       active.push_back(std::move(a));
       return {};
     };
-    for (size_t s = 0; s < slots_.size() && next < first + count; ++s)
+    for (size_t s = 0; s < slots_.size() && next < episodes.size(); ++s)
       if (auto st = start(s); !st.ok()) return st.error();
     const size_t L = cfg_.env.max_locations;
     while (!active.empty()) {
       std::vector<const Observation*> obs;
-      for (const auto& a : active) obs.push_back(&a.obs);
-      auto choices = ppo::act(net, obs, L, false, rng);
+      std::vector<std::mt19937_64*> rngs;
+      for (const auto& a : active) {
+        obs.push_back(&a.obs);
+        rngs.push_back(a.rng.get());
+      }
+      auto choices = ppo::act(net, obs, L, false, rngs);
       std::vector<Expected<Step>> results(active.size(), Error::internal("not stepped"));
       auto step_one = [&](size_t k) { results[k] = active[k].env->step(choices[k].action); };
       if (active.size() == 1) {
@@ -118,7 +144,7 @@ class Collector {
         if (st.done) {
           a.rec.final_improvement = st.info.improvement;
           a.rec.best_improvement = (a.env->initial_cost() - a.env->best_cost()) / std::max(a.env->initial_cost(), 1e-30);
-          done[static_cast<size_t>(a.ep - first)] = std::move(a.rec);
+          done[a.pos] = std::move(a.rec);
           freed.push_back(a.slot);
         } else {
           a.obs = std::move(st.observation);
@@ -127,7 +153,7 @@ class Collector {
       }
       active = std::move(still);
       for (auto s : freed)
-        if (next < first + count)
+        if (next < episodes.size())
           if (auto st = start(s); !st.ok()) return st.error();
       std::sort(active.begin(), active.end(), [](const Active& x, const Active& y) { return x.slot < y.slot; });
     }
@@ -153,6 +179,16 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   for (const auto* r : o.rules) rule_names.push_back(r->name);
   for (const auto& m : o.models) model_names.push_back(m.name);
 
+  std::unique_ptr<dist::Comm> comm;
+  if (o.world_size > 1 || o.rank != 0) {
+    auto c = dist::Comm::connect({o.world_size, o.rank, o.master, o.dist_timeout_s});
+    if (!c) return c.error();
+    comm = std::move(*c);
+    spdlog::info("train-agent: rank {} of {} joined at {}", comm->rank(), comm->size(), o.master);
+  }
+  const int world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+  const bool writer = rank == 0;  // rank 0 alone writes the checkpoint and the log
+
   Counters c;
   std::mt19937_64 rng(o.seed);
   json resumed;
@@ -168,8 +204,14 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     cfg = *saved;
   }
   torch::set_num_threads(cfg.torch_threads);
-  torch::manual_seed(o.seed);
-  nets::PolicyNet net(static_cast<int>(o.rules.size()), cfg.hidden, cfg.gnn_rounds);
+  auto net = [&] {
+    // torch's generator is process-wide: seeding and initialising are one step even when several
+    // trainers share a process (the ranks of a test).
+    static std::mutex init;
+    std::lock_guard<std::mutex> lock(init);
+    torch::manual_seed(o.seed);
+    return nets::PolicyNet(static_cast<int>(o.rules.size()), cfg.hidden, cfg.gnn_rounds);
+  }();
   torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
   if (o.resume) {
     if (auto st = checkpoint::load(o.out, net, &opt); !st.ok()) return st.error();
@@ -179,13 +221,14 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     if (!is) return Error::bad_input(o.out + ": damaged RNG state in checkpoint");
     spdlog::info("resuming {} at update {}, episode {}", o.out, c.update, c.episodes);
   }
+  if (comm) RLFLOW_TRY_STATUS(dist::broadcast_params(*comm, net->parameters()));
   auto meta = [&]() {
     return json{{"config", to_yaml(cfg)}, {"rules", rule_names}, {"models", model_names}, {"seed", o.seed},
                 {"counters", counters_json(c)}, {"rng", rng_state(rng)}};
   };
 
   std::ofstream log;
-  if (!o.log_path.empty()) {
+  if (!o.log_path.empty() && writer) {
     log.open(o.log_path, std::ios::app);
     if (!log) return Error::bad_input(o.log_path + ": cannot open the training log");
   }
@@ -193,7 +236,10 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   Collector collector(o, cfg, *shared);
   const auto t0 = std::chrono::steady_clock::now();
   TrainSummary sum;
+  sum.world_size = world;
   if (cfg.imitation_epochs > 0 && c.update == 0) {
+    // Every rank clones the same demonstrations the same way (deterministic under a deterministic
+    // cost); the broadcast after it keeps the ranks equal if a measured cost made them differ.
     auto demos = imitation::greedy_demonstrations(o.models, o.rules, *shared, cfg);
     if (!demos) return demos.error().with_context("imitation");
     auto st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
@@ -204,6 +250,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
       spdlog::info("DAgger round {}: {} states labelled by greedy, argmax reproduces {:.1f}% of {}", round + 1, *added,
                    100 * st.accuracy, demos->steps.size());
     }
+    if (comm) RLFLOW_TRY_STATUS(dist::broadcast_params(*comm, net->parameters()));
     sum.imitation_states = static_cast<int64_t>(demos->steps.size());
     sum.imitation_epochs = st.epochs;
     sum.imitation_accuracy = st.accuracy;
@@ -217,30 +264,62 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   while (c.episodes < o.episodes) {
     const auto tu = std::chrono::steady_clock::now();
     const int64_t count = std::min<int64_t>(cfg.episodes_per_update, o.episodes - c.episodes);
-    auto eps = collector.run(net, c.episodes, count, rng);
+    std::vector<int64_t> mine;  // this rank's episodes of the update
+    for (int64_t e = c.episodes; e < c.episodes + count; ++e)
+      if (e % world == rank) mine.push_back(e);
+    auto eps = collector.run(net, mine, o.seed);
     if (!eps) return eps.error();
+    // Every rank learns every episode's summary, in episode order.
+    auto rows = torch::zeros({static_cast<int64_t>(mine.size()), kSummaryWidth}, torch::kFloat64);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const auto& e = (*eps)[k];
+      const double vals[kSummaryWidth] = {static_cast<double>(mine[k]), static_cast<double>(e.model),
+                                          static_cast<double>(e.steps.size()), e.ret, e.final_improvement,
+                                          e.best_improvement, e.step_seconds};
+      for (int64_t j = 0; j < kSummaryWidth; ++j) rows[static_cast<int64_t>(k)][j] = vals[j];
+    }
+    torch::Tensor all = rows;
+    if (comm) {
+      auto gathered = comm->allgather_rows(rows);
+      if (!gathered) return gathered.error();
+      all = gathered->index_select(0, std::get<1>(gathered->select(1, 0).sort()));  // rank order -> episode order
+    }
     const double t_collect = since(tu);
+    auto acc = all.accessor<double, 2>();
     std::vector<ppo::Transition> data;
+    ppo::Shard shard;
+    shard.comm = comm.get();
     UpdateLog u;
     double step_seconds = 0;
     int64_t steps = 0;
-    for (size_t k = 0; k < eps->size(); ++k) {
-      auto& e = (*eps)[k];
-      const auto& name = model_names[e.model];
-      steps += static_cast<int64_t>(e.steps.size());
-      step_seconds += e.step_seconds;
-      u.mean_return += e.ret / static_cast<double>(eps->size());
-      u.mean_improvement += e.final_improvement / static_cast<double>(eps->size());
-      const int64_t ep_index = c.episodes + static_cast<int64_t>(k) + 1;
-      if (!c.best.count(name) || e.best_improvement > c.best[name] + 1e-12) {
-        c.best[name] = e.best_improvement;
-        c.best_episode[name] = ep_index;
+    size_t own = 0;
+    for (int64_t k = 0; k < all.size(0); ++k) {
+      const auto ep = static_cast<int64_t>(acc[k][0]);
+      const auto& name = model_names[static_cast<size_t>(acc[k][1])];
+      const auto n = static_cast<int64_t>(acc[k][2]);
+      if (own < mine.size() && mine[own] == ep) {  // ours: its transitions sit at [steps, steps + n) of the update
+        for (int64_t i = 0; i < n; ++i) shard.global_index.push_back(steps + i);
+        for (auto& t : (*eps)[own].steps) data.push_back(std::move(t));
+        ++own;
+      }
+      steps += n;
+      step_seconds += acc[k][6];
+      u.mean_return += acc[k][3] / static_cast<double>(count);
+      u.mean_improvement += acc[k][4] / static_cast<double>(count);
+      const double best = acc[k][5];
+      if (!c.best.count(name) || best > c.best[name] + 1e-12) {
+        c.best[name] = best;
+        c.best_episode[name] = ep + 1;
         c.best_steps[name] = c.env_steps + steps;
       }
-      for (auto& t : e.steps) data.push_back(std::move(t));
     }
-    ppo::compute_advantages(data, cfg);
-    auto st = ppo::update(net, opt, data, cfg, rng);
+    shard.global_size = steps;
+    ppo::compute_advantages(data, cfg);  // whole episodes: no advantage crosses from one rank's episodes to another's
+    auto st = ppo::update([&](const std::vector<const ppo::Transition*>& mb) {
+                            return ppo::evaluate(net, mb, std::max<size_t>(cfg.env.max_locations, 1));
+                          },
+                          net->parameters(), opt, data, cfg, rng, &shard);
+    if (!st) return st.error();
     ++c.update;
     c.episodes += count;
     c.env_steps += steps;
@@ -254,7 +333,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
     u.real_step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0;
     u.seconds = since(t0);
-    ppo::record(st, u);
+    ppo::record(*st, u);
     if (log) {
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"env_steps", u.env_steps}, {"mean_return", u.mean_return},
                   {"mean_improvement", u.mean_improvement}, {"best_improvement", u.best_improvement},
@@ -266,8 +345,8 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
           << "\n";
       log.flush();
     }
-    if (progress) progress(u);
-    if (c.update % cfg.checkpoint_every == 0 || c.episodes >= o.episodes)
+    if (progress && writer) progress(u);
+    if (writer && (c.update % cfg.checkpoint_every == 0 || c.episodes >= o.episodes))
       if (auto s = checkpoint::save(o.out, net, &opt, meta()); !s.ok()) return s.error();
   }
   sum.updates = c.update;

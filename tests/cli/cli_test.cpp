@@ -601,3 +601,59 @@ TEST(Cli, UnderTheOnnxruntimeCostFoldingWhatOnnxruntimeFoldsIsWorthNothing) {
   EXPECT_DOUBLE_EQ(j["cost"]["before_ms"].get<double>(), j["cost"]["after_ms"].get<double>());
   EXPECT_TRUE(j["steps"].empty()) << j["steps"].dump();
 }
+
+// train-agent across two processes (scripts/train_ranks: c10d/gloo on 127.0.0.1) ends where the
+// one-process run ends: the same episodes, environment steps and best results, and the same
+// training curve up to floating-point summation order. Rank 0 alone writes the agent and the log.
+TEST(CliTrainAgent, TwoRankProcessesEqualOneProcess) {
+  TempDir dir;
+  const std::vector<std::string> common = {"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--model",
+                                           (kData / "tiny_residual.onnx").string(), "--episodes", "24", "--seed", "4",
+                                           "--deterministic", "--json"};
+  auto args = common;
+  for (const auto& a : {std::string("--out"), (dir / "one.pt").string()}) args.push_back(a);
+  auto one = rlflow(args);
+  ASSERT_EQ(one.code, 0) << one.err;
+  const auto a = parse_json(one.out);
+
+  std::string cmd = "python3 " + quote((kData.parent_path().parent_path() / "scripts" / "train_ranks.py").string()) +
+                    " --ranks 2 --timeout 120 --binary " + quote(RLFLOW_BINARY) + " --";
+  for (size_t k = 1; k < common.size(); ++k) cmd += " " + quote(common[k]);
+  cmd += " --out " + quote((dir / "two.pt").string()) + " >" + quote((dir / "two.json").string()) + " 2>" +
+         quote((dir / "two.err").string());
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(dir / "two.err");
+  const auto b = parse_json(slurp(dir / "two.json"));
+  EXPECT_EQ(b["world_size"], 2);
+  EXPECT_EQ(b["rank"], 0);
+  for (const char* k : {"updates", "episodes", "env_steps", "episodes_to_best", "env_steps_to_best"}) EXPECT_EQ(a[k], b[k]) << k;
+  for (const auto& [model, best] : a["best_improvement"].items())
+    EXPECT_NEAR(best.get<double>(), b["best_improvement"][model].get<double>(), 1e-12) << model;
+  // The curves: one line per update, equal up to summation order.
+  std::ifstream la(dir / "one.pt.jsonl"), lb(dir / "two.pt.jsonl");
+  int lines = 0;
+  for (std::string x, y; std::getline(la, x) && std::getline(lb, y); ++lines) {
+    const auto jx = json::parse(x), jy = json::parse(y);
+    for (const char* k : {"mean_return", "policy_loss", "value_loss", "entropy"})
+      EXPECT_NEAR(jx[k].get<double>(), jy[k].get<double>(), 1e-4 * (1 + std::abs(jx[k].get<double>()))) << k << " update " << lines + 1;
+  }
+  EXPECT_EQ(lines, a["updates"].get<int>());
+  // Rank 1 was given the same --out and wrote nothing: the folder holds the two agents, their logs
+  // and the captured output.
+  auto names = dir.entries();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"one.pt", "one.pt.jsonl", "two.err", "two.json", "two.pt", "two.pt.jsonl"}));
+}
+
+TEST(CliTrainAgent, BadDistributedOptionsAreOneCleanError) {
+  TempDir dir;
+  auto r = rlflow({"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--out", (dir / "a.pt").string(), "--world-size",
+                   "2", "--rank", "2"});
+  EXPECT_EQ(r.code, 3);
+  expect_one_error_line(r, "--rank");
+  auto m = rlflow({"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--out", (dir / "a.pt").string(), "--world-size",
+                   "2", "--rank", "1", "--master", "localhost"});
+  EXPECT_EQ(m.code, 3);
+  expect_one_error_line(m, "ADDR:PORT");
+  EXPECT_FALSE(fs::exists(dir / "a.pt"));
+}

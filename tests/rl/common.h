@@ -1,6 +1,8 @@
 #pragma once
 // Fixtures shared by the rl test files: the shipped rule library, the fire-module graph whose
 // optimum needs a cost-increasing step first, its rules, and the analytic H100 cost model.
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -72,6 +74,22 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("rlflow_rl_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(d);
   return d;
+}
+
+// A TCP port that was free a moment ago on 127.0.0.1 (the kernel's pick for port 0); 0 if none.
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
 }
 
 }  // namespace rltest

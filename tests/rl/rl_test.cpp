@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "rl/common.h"
 #include "rl/checkpoint.h"
+#include "rl/distributed.h"
 #include "rl/imitation.h"
 #include "rl/ppo.h"
 #include "rlflow/rl/agent.h"
@@ -301,8 +303,7 @@ TEST(RlAgent, LearnsAnOptimumThatNeedsACostIncreasingStepFirst) {
   const double best = sum->best_improvement.at("fire2");
   EXPECT_NEAR(best, (initial - optimum) / initial, 1e-9) << "episodes to best " << sum->episodes_to_best.at("fire2");
   // The trained policy's greedy rollout alone (argmax of both heads, no sampling) reaches it: the
-  // policy learned the path, it did not just stumble on it while exploring. (Seeds 1-8 at this
-  // size: 7 of 8 greedy rollouts reach the optimum after 320 episodes.)
+  // policy learned the path, it did not just stumble on it while exploring.
   rl::RlSearchOptions ro;
   ro.agent_path = o.out;
   ro.rollouts = 0;
@@ -372,6 +373,101 @@ TEST(RlAgent, ResumedTrainingEqualsAnUninterruptedRun) {
   o.rules.pop_back();
   EXPECT_FALSE(rl::train_agent(o));
   fs::remove_all(dir);
+}
+
+// Data-parallel training (c10d, gloo on 127.0.0.1): two ranks, here two threads of this process
+// (each with its own cost model, as separate processes would have), each collecting half of every
+// update's episodes on its own model, end with the single-process run's parameters and counters,
+// up to floating-point summation order. The CLI test runs the ranks as processes.
+TEST(RlDistributed, TwoRanksEqualOneProcess) {
+  if (!rl::dist::available()) GTEST_SKIP() << "built without c10d's gloo backend";
+  auto rules = fire_rules();
+  auto m = analytic();
+  auto dir = temp_dir("dist");
+  rl::TrainOptions o;
+  o.models = {{"fire1", fire_modules(1)}, {"fire2", fire_modules(2)}};
+  o.rules = rules;
+  o.cost = m.get();
+  o.config = small_config();
+  o.seed = 5;
+  o.episodes = 24;
+  o.out = (dir / "single.pt").string();
+  o.log_path = (dir / "single.jsonl").string();
+  auto single = rl::train_agent(o);
+  ASSERT_TRUE(single) << single.error().message;
+
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  std::vector<Expected<rl::TrainSummary>> sums(2, Error::internal("not run"));
+  std::vector<std::unique_ptr<cost::CostModel>> costs;  // one per rank, as in separate processes
+  for (int r = 0; r < 2; ++r) costs.push_back(analytic());
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      rl::TrainOptions d = o;
+      d.cost = costs[static_cast<size_t>(r)].get();
+      d.world_size = 2;
+      d.rank = r;
+      d.master = "127.0.0.1:" + std::to_string(port);
+      d.dist_timeout_s = 60;
+      d.out = (dir / ("rank" + std::to_string(r) + ".pt")).string();
+      d.log_path = (dir / ("rank" + std::to_string(r) + ".jsonl")).string();
+      sums[static_cast<size_t>(r)] = rl::train_agent(d);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(sums[static_cast<size_t>(r)]) << sums[static_cast<size_t>(r)].error().message;
+  for (const auto& s : sums) {
+    EXPECT_EQ(s->world_size, 2);
+    EXPECT_EQ(s->updates, single->updates);
+    EXPECT_EQ(s->episodes, single->episodes);
+    EXPECT_EQ(s->env_steps, single->env_steps);
+    EXPECT_EQ(s->episodes_to_best, single->episodes_to_best);
+    for (const auto& [name, best] : single->best_improvement) EXPECT_NEAR(s->best_improvement.at(name), best, 1e-12) << name;
+  }
+  // Rank 0 alone writes the checkpoint and the log.
+  EXPECT_TRUE(fs::exists(dir / "rank0.pt"));
+  EXPECT_TRUE(fs::exists(dir / "rank0.jsonl"));
+  EXPECT_FALSE(fs::exists(dir / "rank1.pt"));
+  EXPECT_FALSE(fs::exists(dir / "rank1.jsonl"));
+  rl::nets::PolicyNet na(static_cast<int>(rules.size()), 32, 3), nb(static_cast<int>(rules.size()), 32, 3);
+  ASSERT_TRUE(rl::checkpoint::load((dir / "single.pt").string(), na, nullptr).ok());
+  ASSERT_TRUE(rl::checkpoint::load((dir / "rank0.pt").string(), nb, nullptr).ok());
+  auto pa = na->named_parameters(), pb = nb->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& item : pa) {
+    const double diff = (item.value() - pb[item.key()]).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << item.key();
+  }
+  fs::remove_all(dir);
+}
+
+// A rank that cannot reach its rendezvous, or a bad --master, is a clean error, not a hang or a crash.
+TEST(RlDistributed, BadRendezvousIsACleanError) {
+  EXPECT_FALSE(rl::dist::parse_master("127.0.0.1", "--master"));
+  EXPECT_FALSE(rl::dist::parse_master("127.0.0.1:0", "--master"));
+  EXPECT_FALSE(rl::dist::parse_master("127.0.0.1:port", "--master"));
+  auto ok = rl::dist::parse_master("10.0.0.2:29500", "--master");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->first, "10.0.0.2");
+  EXPECT_EQ(ok->second, 29500);
+  rl::TrainOptions o;
+  o.models = {{"fire1", fire_modules(1)}};
+  o.rules = fire_rules();
+  auto m = analytic();
+  o.cost = m.get();
+  o.out = "/nonexistent/never-written.pt";
+  o.world_size = 2;
+  o.rank = 2;
+  auto bad_rank = rl::train_agent(o);
+  ASSERT_FALSE(bad_rank);
+  EXPECT_EQ(bad_rank.error().code, ErrorCode::kBadInput);
+  if (!rl::dist::available()) return;
+  o.rank = 1;  // rank 0 never comes
+  o.master = "127.0.0.1:" + std::to_string(free_port());
+  o.dist_timeout_s = 2;
+  auto lonely = rl::train_agent(o);
+  ASSERT_FALSE(lonely);
+  EXPECT_NE(lonely.error().message.find("distributed"), std::string::npos) << lonely.error().message;
 }
 
 // Imitation before PPO: greedy's trajectory replayed as demonstrations (ending in NO-OP where it

@@ -28,6 +28,13 @@ struct TrainOptions {
   std::string out;                          // checkpoint path (written atomically)
   bool resume = false;                      // continue from `out`
   std::string log_path;                     // JSONL, one line per update; empty: none
+  // Data-parallel training over c10d (gloo): this process is rank `rank` of `world_size`. Rank 0
+  // serves the rendezvous at `master` (ADDR:PORT) and alone writes the checkpoint and the log;
+  // every rank must be given the same models, rules, config, seed and episodes.
+  int world_size = 1;
+  int rank = 0;
+  std::string master = "127.0.0.1:29500";
+  double dist_timeout_s = 300;              // rendezvous and each collective
 };
 
 struct UpdateLog {
@@ -41,7 +48,8 @@ struct UpdateLog {
 using TrainProgress = std::function<void(const UpdateLog&)>;
 
 struct TrainSummary {
-  int64_t updates = 0, episodes = 0, env_steps = 0;
+  int64_t updates = 0, episodes = 0, env_steps = 0;  // over all ranks
+  int world_size = 1;
   double seconds = 0, env_seconds = 0;
   std::map<std::string, double> best_improvement;      // per model, over all training episodes
   std::map<std::string, int64_t> episodes_to_best;     // episode at which that best was first reached
