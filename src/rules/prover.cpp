@@ -3,8 +3,6 @@
 // unprovable goal ends in "unknown" as soon as E-matching saturates instead of running to the
 // timeout.
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 
@@ -68,13 +66,6 @@ ProofResult prove_rule(const Rule& r, const ProofOptions& opts) {
       p.set("mbqi", false);
       p.set("random_seed", 0u);
       p.set("timeout", static_cast<unsigned>(std::max(1.0, left * 1000.0)));
-      if (const char* e = std::getenv("RLFLOW_PROVER_QI")) {  // TEMP experiment
-        double a = 10, b = 20, m = 0;
-        std::sscanf(e, "%lf,%lf,%lf", &a, &b, &m);
-        p.set("qi.eager_threshold", a);
-        p.set("qi.lazy_threshold", b);
-        if (m > 0) p.set("qi.max_instances", static_cast<unsigned>(m));
-      }
       s.set(p);
       s.add(base);
       s.add(g.source != g.target);
