@@ -10,8 +10,15 @@
    --deterministic --json`.
    dream score = mean dream return of the last PPO update; real score = improvement (percent) of the agent's greedy
    rollout in the real environment.
-3. One row per tau: dream score and real score as mean +- std over the seeds (sample std, n - 1; 0 for one seed),
-   mean dream step ms and mean training seconds.
+3. One row per (penalty, tau): dream score and real score as mean +- std over the seeds (sample std, n - 1; 0 for
+   one seed), mean dream step ms and mean training seconds.
+
+Countering model exploitation (--ensemble K, --penalties L ...): the world model is a deep ensemble of K members
+(model.ensemble K); the dream samples each next state from a random member (MBPO) and, for penalty L > 0, rewards
+the members' mean reward minus L times their standard deviation (MOPO). Each penalty gets its own rows; the
+unpenalised dream score (members' mean reward) and its gap to the real score are reported next to the objective,
+with, per penalty, the largest gap and the rank correlation of dream and real score across the temperatures.
+--cost-model recorded runs on the recorded H100 timings (deterministic without --deterministic).
 
 Every run passes --device-profile (default h100-datasheet; '' for none). Writes --md (markdown table, headed by the model,
 episodes and the world model's held-out metrics), --json-out (every number) and --png (dream score and real score
@@ -20,6 +27,7 @@ status is 1 when any run failed.
 
     scripts/temperature_sweep [--model models/bert_base.onnx] [--temperatures 0.1 0.5 1.0 1.5 2.0 3.0] [--seeds 5]
     scripts/temperature_sweep --world-model results/temperature_sweep/wm.pt --dream-episodes 640
+    scripts/temperature_sweep --ensemble 4 --penalties 0 1 --cost-model recorded --device-profile h100
 """
 from __future__ import annotations
 
@@ -48,7 +56,9 @@ rlflow = rlflow_json.rlflow
 
 
 def common_args(args) -> list[str]:
-    out = ["--model", str(args.model), "--deterministic"]
+    out = ["--model", str(args.model), "--cost-model", args.cost_model]
+    if args.cost_model == "analytic":
+        out += ["--deterministic"]
     if args.device_profile:
         out += ["--device-profile", args.device_profile]
     return out
@@ -90,8 +100,13 @@ def build_world_model(args) -> dict:
         res["agent"] = r["doc"].get("agent", str(agent))
         res["agent_doc"] = r["doc"]
         encoder = ["--agent", res["agent"]]
-    log(f"train-world-model --episodes {args.wm_episodes} -> {wm}")
-    r = rlflow(args.binary, ["train-world-model", *common_args(args), *encoder, "--out", str(wm),
+    wm_config: list[str] = []
+    if args.ensemble > 1:
+        cfg = args.out_dir / "world_model.yaml"
+        cfg.write_text(f"model:\n  ensemble: {args.ensemble}\n")
+        wm_config = ["--config", str(cfg)]
+    log(f"train-world-model --episodes {args.wm_episodes} (ensemble {args.ensemble}) -> {wm}")
+    r = rlflow(args.binary, ["train-world-model", *common_args(args), *encoder, *wm_config, "--out", str(wm),
                              "--episodes", str(args.wm_episodes), "--seed", "0"], args.timeout)
     res["wm_wall_s"] = r["wall_s"]
     if not r["ok"]:
@@ -118,19 +133,20 @@ def given_world_model(args) -> dict:
     return res
 
 
-def dream_run(args, wm: str, tau: float, seed: int) -> dict:
-    out = args.out_dir / f"dream_t{tau:g}_s{seed}.pt"
+def dream_run(args, wm: str, penalty: float, tau: float, seed: int) -> dict:
+    out = args.out_dir / (f"dream_p{penalty:g}_t{tau:g}_s{seed}.pt" if penalty else f"dream_t{tau:g}_s{seed}.pt")
     fresh(out, Path(f"{out}.jsonl"))
+    extra = ["--uncertainty-penalty", f"{penalty:g}"] if penalty else []
     r = rlflow(args.binary, ["train-agent", "--world-model", wm, *common_args(args), "--out", str(out), "--episodes",
                              str(args.dream_episodes), "--temperature", f"{tau:g}", "--seed", str(seed),
-                             "--dream-batch", str(args.dream_batch), "--eval-every", "0"], args.timeout)
-    run: dict = {"temperature": tau, "seed": seed, "wall_s": r["wall_s"]}
+                             "--dream-batch", str(args.dream_batch), "--eval-every", "0", *extra], args.timeout)
+    run: dict = {"penalty": penalty, "temperature": tau, "seed": seed, "wall_s": r["wall_s"]}
     if not r["ok"]:
         run["error"] = r["error"]
         return run
     doc = r["doc"]
-    for k in ("agent", "dream_score", "real_score", "dream_step_ms", "dream_steps", "seconds", "real_improvement",
-              "updates", "dream_episodes", "real_eval_steps"):
+    for k in ("agent", "dream_score", "dream_score_raw", "disagreement", "real_score", "dream_step_ms", "dream_steps",
+              "seconds", "real_improvement", "updates", "dream_episodes", "real_eval_steps"):
         run[k] = doc.get(k)
     missing = [k for k in ("dream_score", "real_score") if not isinstance(run.get(k), (int, float))]
     if missing:
@@ -154,18 +170,54 @@ def stats(xs: list[float]) -> tuple[float, float] | None:
     return m, sd
 
 
-def summarise(tau: float, runs: list[dict]) -> dict:
+def summarise(penalty: float, tau: float, runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
-    row: dict = {"temperature": tau, "seeds": len(runs), "ok": len(ok),
+    row: dict = {"penalty": penalty, "temperature": tau, "seeds": len(runs), "ok": len(ok),
                  "errors": [f"seed {r['seed']}: {r['error']}" for r in runs if "error" in r]}
-    for key in ("dream_score", "real_score", "dream_step_ms", "seconds"):
+    for r in ok:
+        raw = r.get("dream_score_raw", r.get("dream_score"))
+        r["gap"] = raw - r["real_score"] if isinstance(raw, (int, float)) else None
+    for key in ("dream_score", "dream_score_raw", "real_score", "gap", "disagreement", "dream_step_ms", "seconds"):
         s = stats([r.get(key) for r in ok])
         row[key] = None if s is None else {"mean": s[0], "std": s[1]}
     return row
 
 
-def fmt_pm(v: dict | None, fmt: str) -> str:
-    return "n/a" if v is None else f"{fmt.format(v['mean'])} ± {fmt.format(v['std'])}"
+def ranks(xs: list[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    i = 0
+    while i < len(order):  # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2
+        i = j + 1
+    return out
+
+
+def agreement(rows: list[dict]) -> dict:
+    """Per penalty: the largest |unpenalised dream - real| of the row means, and Spearman's rank correlation of
+    the row means of dream and real score across the temperatures (None with fewer than 3 rows)."""
+    out = {}
+    for pen in sorted({r["penalty"] for r in rows}):
+        rs = [r for r in rows if r["penalty"] == pen and r.get("dream_score_raw") and r.get("real_score")]
+        d = [r["dream_score_raw"]["mean"] for r in rs]
+        t = [r["real_score"]["mean"] for r in rs]
+        rho = None
+        if len(rs) >= 3:
+            a, b = ranks(d), ranks(t)
+            ma, mb = sum(a) / len(a), sum(b) / len(b)
+            va = sum((x - ma) ** 2 for x in a)
+            vb = sum((y - mb) ** 2 for y in b)
+            rho = sum((x - ma) * (y - mb) for x, y in zip(a, b)) / math.sqrt(va * vb) if va > 0 and vb > 0 else None
+        out[pen] = {"max_gap": max((abs(x - y) for x, y in zip(d, t)), default=None), "spearman": rho, "rows": len(rs)}
+    return out
+
+
+def fmt_pm(v: dict | None, fmt: str, sd_fmt: str | None = None) -> str:
+    return "n/a" if v is None else f"{fmt.format(v['mean'])} ± {(sd_fmt or fmt).format(v['std'])}"
 
 
 def fmt_mean(v: dict | None, fmt: str) -> str:
@@ -173,17 +225,19 @@ def fmt_mean(v: dict | None, fmt: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| tau | dream score | real score % | dream step ms | seconds |", "|---|---|---|---|---|"]
+    lines = ["| penalty | tau | dream score (objective) | dream score, unpenalised | real score % | gap (unpenalised - real) | "
+             "reward disagreement | dream step ms | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         tau = f"{r['temperature']:g}"
         if r["ok"] == 0:
             err = cell_err(r["errors"][0] if r["errors"] else "no runs")
-            cells = [tau, err, err, "", ""]
+            cells = [f"{r['penalty']:g}", tau, err, err, err, "", "", "", ""]
         else:
-            cells = [tau, fmt_pm(r["dream_score"], "{:.3f}"), fmt_pm(r["real_score"], "{:.2f}"),
+            cells = [f"{r['penalty']:g}", tau, fmt_pm(r["dream_score"], "{:.3f}"), fmt_pm(r["dream_score_raw"], "{:.3f}"),
+                     fmt_pm(r["real_score"], "{:.2f}"), fmt_pm(r["gap"], "{:+.2f}", "{:.2f}"), fmt_mean(r["disagreement"], "{:.3f}"),
                      fmt_mean(r["dream_step_ms"], "{:.4f}"), fmt_mean(r["seconds"], "{:.1f}")]
             if r["errors"]:  # some seeds failed: the numbers are over the others
-                cells[1] += f" ({r['ok']} of {r['seeds']} seeds; {cell_err('; '.join(r['errors']))})"
+                cells[2] += f" ({r['ok']} of {r['seeds']} seeds; {cell_err('; '.join(r['errors']))})"
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -205,7 +259,8 @@ def header(args, wm: dict) -> str:
         wm_text = (f"world model {made}: held-out NLL {num(wm.get('heldout_nll'), '{:.4f}')}, "
                    f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, "
                    f"mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
-    return (f"Temperature sweep on {model}{prof}, deterministic (analytic cost); {args.dream_episodes} dream episodes "
+    ens = (f"an ensemble of {args.ensemble} world models" if args.ensemble > 1 else "one world model")
+    return (f"Temperature sweep on {model}{prof}, {args.cost_model} cost (deterministic), {ens}; {args.dream_episodes} dream episodes "
             f"per agent ({args.dream_batch} per PPO update), seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
             f"(%) of the greedy rollout in the real environment.")
 
@@ -219,16 +274,21 @@ def plot(rows: list[dict], runs: list[dict], out: Path, title: str) -> str | Non
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, (key, name, colour) in zip(axes, (("dream_score", "dream score (mean dream return)", "C0"),
-                                                  ("real_score", "real score (% improvement)", "C1"))):
-            pts = [(r["temperature"], r[key]) for r in rows if r.get(key)]
-            if pts:
+        for ax, (key, name) in zip(axes, (("dream_score_raw", "dream score (unpenalised mean dream return)"),
+                                          ("real_score", "real score (% improvement)"))):
+            drawn = False
+            for n, pen in enumerate(sorted({r["penalty"] for r in rows})):
+                c = f"C{n}"
+                pts = [(r["temperature"], r[key]) for r in rows if r["penalty"] == pen and r.get(key)]
+                if not pts:
+                    continue
+                drawn = True
                 ax.errorbar([t for t, _ in pts], [v["mean"] for _, v in pts], yerr=[v["std"] for _, v in pts],
-                            color=colour, marker="o", capsize=4, label="mean ± std")
-                seeds = [(r["temperature"], r[key]) for r in runs
-                         if "error" not in r and isinstance(r.get(key), (int, float))]
-                ax.scatter([t for t, _ in seeds], [v for _, v in seeds], color=colour, alpha=0.3, s=14,
-                           label="seeds")
+                            color=c, marker="o", capsize=4, label=f"penalty {pen:g}: mean ± std")
+                seeds = [(r["temperature"], r[key]) for r in runs if r.get("penalty") == pen
+                         and "error" not in r and isinstance(r.get(key), (int, float))]
+                ax.scatter([t for t, _ in seeds], [v for _, v in seeds], color=c, alpha=0.3, s=14)
+            if drawn:
                 ax.legend(fontsize=8)
             else:
                 ax.text(0.5, 0.5, "no successful runs", ha="center", va="center", transform=ax.transAxes,
@@ -264,6 +324,11 @@ def main() -> int:
     ap.add_argument("--wm-episodes", type=int, default=30, help="train-world-model --episodes (default 30)")
     ap.add_argument("--dream-episodes", type=int, default=1024, help="dream train-agent --episodes (default 1024)")
     ap.add_argument("--dream-batch", type=int, default=32, help="train-agent --dream-batch (default 32)")
+    ap.add_argument("--ensemble", type=int, default=1, help="world-model ensemble members (model.ensemble; default 1)")
+    ap.add_argument("--penalties", type=float, nargs="+", default=[0.0],
+                    help="train-agent --uncertainty-penalty values, each with every temperature (default 0; > 0 needs --ensemble >= 2)")
+    ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
+                    help="analytic (with --deterministic) or recorded (the recorded H100 timings; use --device-profile h100)")
     ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
@@ -278,6 +343,11 @@ def main() -> int:
         print("temperature_sweep: error: --seeds, --dream-batch and the episode counts must be >= 1 "
               "(--agent-episodes >= 0)", file=sys.stderr)
         return 2
+    if args.ensemble < 1 or any(p < 0 for p in args.penalties) or (args.ensemble < 2 and any(p > 0 for p in args.penalties)
+                                                                     and args.world_model is None):
+        print("temperature_sweep: error: --ensemble must be >= 1, penalties >= 0, and a penalty needs --ensemble >= 2",
+              file=sys.stderr)
+        return 2
     if any(not math.isfinite(t) or t <= 0 for t in args.temperatures):
         print("temperature_sweep: error: temperatures must be > 0", file=sys.stderr)
         return 2
@@ -288,6 +358,7 @@ def main() -> int:
         args.world_model = args.world_model.resolve()
 
     config = {"model": str(args.model), "device_profile": args.device_profile or None, "deterministic": True,
+              "cost_model": args.cost_model, "ensemble": args.ensemble, "penalties": args.penalties,
               "temperatures": args.temperatures, "seeds": args.seeds, "agent_episodes": args.agent_episodes,
               "wm_episodes": args.wm_episodes, "dream_episodes": args.dream_episodes,
               "world_model": str(args.world_model) if args.world_model else None, "binary": args.binary,
@@ -308,27 +379,35 @@ def main() -> int:
             f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
 
     runs: list[dict] = []
-    for tau in args.temperatures:
-        for seed in range(args.seeds):
-            if "error" in wm:
-                runs.append({"temperature": tau, "seed": seed, "error": f"no world model ({wm['error']})"})
-                continue
-            log(f"tau {tau:g}, seed {seed}: train-agent --world-model --episodes {args.dream_episodes}")
-            run = dream_run(args, wm["world_model"], tau, seed)
-            runs.append(run)
-            if "error" in run:
-                log(f"tau {tau:g}, seed {seed}: {run['error']}")
-            else:
-                log(f"tau {tau:g}, seed {seed}: dream score {run['dream_score']:.3f}, "
-                    f"real score {run['real_score']:.2f}% ({num(run.get('seconds'), '{:.1f}')} s)")
-    rows = [summarise(tau, [r for r in runs if r["temperature"] == tau]) for tau in args.temperatures]
+    for pen in args.penalties:
+        for tau in args.temperatures:
+            for seed in range(args.seeds):
+                if "error" in wm:
+                    runs.append({"penalty": pen, "temperature": tau, "seed": seed, "error": f"no world model ({wm['error']})"})
+                    continue
+                log(f"penalty {pen:g}, tau {tau:g}, seed {seed}: train-agent --world-model --episodes {args.dream_episodes}")
+                run = dream_run(args, wm["world_model"], pen, tau, seed)
+                runs.append(run)
+                if "error" in run:
+                    log(f"penalty {pen:g}, tau {tau:g}, seed {seed}: {run['error']}")
+                else:
+                    log(f"penalty {pen:g}, tau {tau:g}, seed {seed}: dream score {run['dream_score']:.3f} "
+                        f"(unpenalised {num(run.get('dream_score_raw'), '{:.3f}')}), "
+                        f"real score {run['real_score']:.2f}% ({num(run.get('seconds'), '{:.1f}')} s)")
+    rows = [summarise(pen, tau, [r for r in runs if r["penalty"] == pen and r["temperature"] == tau])
+            for pen in args.penalties for tau in args.temperatures]
+    agree = agreement(rows)
 
     head = header(args, wm)
-    text = head + "\n\n" + table(rows)
+    lines = [f"- penalty {pen:g}: largest |unpenalised dream - real| {num(a['max_gap'], '{:.2f}')} points; "
+             f"Spearman rank correlation of dream and real score over the temperatures {num(a['spearman'], '{:+.2f}')}"
+             for pen, a in agree.items()]
+    text = head + "\n\n" + table(rows) + "\n\n" + "\n".join(lines)
     args.md.parent.mkdir(parents=True, exist_ok=True)
     args.md.write_text(text + "\n")
     args.json_out.parent.mkdir(parents=True, exist_ok=True)
-    args.json_out.write_text(json.dumps({"config": config, "world_model": wm, "rows": rows, "runs": runs},
+    args.json_out.write_text(json.dumps({"config": config, "world_model": wm, "rows": rows, "runs": runs,
+                                         "agreement": {f"{k:g}": v for k, v in agree.items()}},
                                         indent=2, default=str))
     err = plot(rows, runs, args.png, f"dream temperature sweep: {args.model.stem}, {args.dream_episodes} dream "
                                      f"episodes, {args.seeds} seed(s)")

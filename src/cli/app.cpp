@@ -121,6 +121,9 @@ int run(int argc, char** argv) {
   c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
   c_train->add_option("--temperature", train.temperature, "Dream temperature: mixture logits / T, Gaussian noise x sqrt(T)")->capture_default_str();
+  c_train->add_option("--uncertainty-penalty", train.uncertainty_penalty,
+                      "With an ensemble --world-model: dream reward = members' mean - this x their std (MOPO); 0: none")
+      ->capture_default_str();
   c_train->add_option("--dream-batch", train.dream_batch, "Dream episodes stepped together (and per PPO update) with --world-model")
       ->capture_default_str();
   c_train->add_option("--eval-every", train.eval_every,

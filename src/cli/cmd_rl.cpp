@@ -76,6 +76,7 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   d.cost = in.cost.get();
   d.episodes = o.episodes;
   d.temperature = o.temperature;
+  d.uncertainty_penalty = o.uncertainty_penalty;
   d.batch = o.dream_batch;
   d.eval_every = o.eval_every;
   d.seed = o.seed;
@@ -96,6 +97,8 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
     std::cout << json{{"ok", true}, {"agent", o.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
                       {"updates", sum->updates}, {"dream_episodes", sum->dream_episodes}, {"dream_steps", sum->dream_steps},
                       {"dream_step_ms", sum->dream_step_ms}, {"seconds", sum->seconds}, {"dream_score", sum->dream_score},
+                      {"dream_score_raw", sum->dream_score_raw}, {"ensemble", sum->ensemble},
+                      {"uncertainty_penalty", o.uncertainty_penalty}, {"disagreement", sum->disagreement},
                       {"real_score", sum->real_score}, {"real_improvement", sum->real_improvement},
                       {"real_eval_steps", sum->real_eval_steps}}
                      .dump(2)
@@ -106,6 +109,9 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   std::printf("%lld updates, %lld dream episodes, %lld dream steps (%.4f ms each) in %.1fs; dream score %.3f\n",
               static_cast<long long>(sum->updates), static_cast<long long>(sum->dream_episodes), static_cast<long long>(sum->dream_steps),
               sum->dream_step_ms, sum->seconds, sum->dream_score);
+  if (sum->ensemble > 1)
+    std::printf("ensemble of %d world models: unpenalised dream score %.3f, mean reward disagreement %.4f, penalty %g\n", sum->ensemble,
+                sum->dream_score_raw, sum->disagreement, o.uncertainty_penalty);
   for (const auto& [name, imp] : sum->real_improvement)
     std::printf("  %-40s real improvement (greedy rollout) %6.2f%%\n", name.c_str(), 100 * imp);
   std::printf("real env steps spent on evaluation: %lld\n", static_cast<long long>(sum->real_eval_steps));

@@ -87,6 +87,7 @@ struct TrainAgentOptions {
   // model-based: train the controller in this world model's dream
   std::string world_model;
   double temperature = 1.0;
+  double uncertainty_penalty = 0;
   int dream_batch = 64;
   int eval_every = 10;
   // train-world-model

@@ -13,15 +13,16 @@
 
 namespace rlflow::rl::wm {
 
-DreamBatch::DreamBatch(WorldModelNet net, EnvConfig env, double reward_std, double tau)
-    : net_(std::move(net)), env_(std::move(env)), reward_std_(reward_std), tau_(tau) {}
+DreamBatch::DreamBatch(std::vector<WorldModelNet> members, EnvConfig env, double reward_std, double tau, double penalty, uint64_t seed)
+    : members_(std::move(members)), env_(std::move(env)), reward_std_(reward_std), tau_(tau), penalty_(penalty), pick_(seed) {}
 
 Observation DreamBatch::observe(int64_t row, const float* mask_prob, const float* log_count) const {
   Observation o;
-  const int64_t N = net_->num_xfers, Z = net_->z_dim, H = net_->hidden;
+  const auto& net = members_[0];
+  const int64_t N = net->num_xfers, Z = net->z_dim, H = net->hidden;
   o.latent.resize(static_cast<size_t>(Z + H));
   const float* z = z_.data_ptr<float>() + row * Z;
-  const float* h = h_.data_ptr<float>() + row * H;
+  const float* h = h_[0].data_ptr<float>() + row * H;
   std::copy(z, z + Z, o.latent.begin());
   std::copy(h, h + H, o.latent.begin() + Z);
   o.xfer_mask.assign(static_cast<size_t>(N + 1), 0);
@@ -39,17 +40,22 @@ Observation DreamBatch::observe(int64_t row, const float* mask_prob, const float
 
 std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts) {
   torch::NoGradGuard ng;
-  const int64_t E = static_cast<int64_t>(starts.size()), N = net_->num_xfers, Z = net_->z_dim;
+  const auto& net = members_[0];
+  const int64_t E = static_cast<int64_t>(starts.size()), N = net->num_xfers, Z = net->z_dim;
   z_ = torch::empty({E, Z});
-  auto state = net_->initial(E);
-  h_ = state.h;
-  c_ = state.c;
+  h_.clear();
+  c_.clear();
+  for (auto& m : members_) {
+    auto state = m->initial(E);
+    h_.push_back(state.h);
+    c_.push_back(state.c);
+  }
   t_.assign(static_cast<size_t>(E), 0);
   for (int64_t e = 0; e < E; ++e) {
     const auto& s = starts[static_cast<size_t>(e)];
     std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
   }
-  z_ = net_->normalize(z_).contiguous();  // starts hold encoder output
+  z_ = net->normalize(z_).contiguous();  // starts hold encoder output (members share the data's normalisation)
   std::vector<Observation> out;
   for (int64_t e = 0; e < E; ++e) {
     const auto& s = starts[static_cast<size_t>(e)];
@@ -65,7 +71,8 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
 
 std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::vector<Action>& actions) {
   torch::NoGradGuard ng;
-  const int64_t B = static_cast<int64_t>(which.size()), N = net_->num_xfers;
+  const int64_t B = static_cast<int64_t>(which.size()), N = members_[0]->num_xfers;
+  const size_t K = members_.size();
   std::vector<int64_t> rows(which.begin(), which.end()), xs, ls;
   for (const auto& a : actions) {
     xs.push_back(a.xfer);
@@ -73,20 +80,52 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
   }
   auto idx = torch::tensor(rows, torch::kInt64);
   auto z = z_.index_select(0, idx);
-  WorldModelNetImpl::State s{h_.index_select(0, idx), c_.index_select(0, idx)};
-  auto [next, heads] = net_->step(z, net_->action_input(torch::tensor(xs, torch::kInt64), torch::tensor(ls, torch::kInt64)), s);
-  auto z_next = mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_);
-  z_.index_copy_(0, idx, z_next);
-  h_.index_copy_(0, idx, next.h);
-  c_.index_copy_(0, idx, next.c);
+  auto xt = torch::tensor(xs, torch::kInt64), lt = torch::tensor(ls, torch::kInt64);
+  std::vector<torch::Tensor> z_next, mask_prob, log_count, reward, done_logit;
+  for (size_t k = 0; k < K; ++k) {
+    auto& net = members_[k];
+    WorldModelNetImpl::State s{h_[k].index_select(0, idx), c_[k].index_select(0, idx)};
+    auto [next, heads] = net->step(z, net->action_input(xt, lt), s);
+    z_next.push_back(mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_));
+    h_[k].index_copy_(0, idx, next.h);
+    c_[k].index_copy_(0, idx, next.c);
+    mask_prob.push_back(torch::sigmoid(heads.mask_logit));
+    log_count.push_back(heads.log_count);
+    reward.push_back(heads.reward);
+    done_logit.push_back(heads.done_logit);
+  }
+  torch::Tensor zn, mp_t, lc_t, rw_t, rsd_t, dl_t;
+  if (K == 1) {
+    zn = z_next[0];
+    mp_t = mask_prob[0];
+    lc_t = log_count[0];
+    rw_t = reward[0];
+    dl_t = done_logit[0];
+  } else {
+    // Each row's next state from a member drawn at random; the heads' mean over members.
+    std::vector<int64_t> pick(static_cast<size_t>(B));
+    std::uniform_int_distribution<int64_t> member(0, static_cast<int64_t>(K) - 1);
+    for (auto& m : pick) m = member(pick_);
+    auto all = torch::stack(z_next, 0);  // [K, B, Z]
+    auto sel = torch::tensor(pick, torch::kInt64).view({1, B, 1}).expand({1, B, all.size(2)});
+    zn = all.gather(0, sel).squeeze(0);
+    mp_t = torch::stack(mask_prob, 0).mean(0);
+    lc_t = torch::stack(log_count, 0).mean(0);
+    auto rs = torch::stack(reward, 0);
+    rw_t = rs.mean(0);
+    rsd_t = rs.std(0, /*unbiased=*/false).contiguous();
+    dl_t = torch::stack(done_logit, 0).mean(0);
+  }
+  z_.index_copy_(0, idx, zn);
   // One contiguous read of each head; rows are read through pointers (no tensor op per row).
-  auto mask_prob = torch::sigmoid(heads.mask_logit).contiguous();
-  auto log_count = heads.log_count.contiguous();
-  auto reward = heads.reward.contiguous();
-  auto done_logit = heads.done_logit.contiguous();
-  const float *mp = mask_prob.data_ptr<float>(), *lc = log_count.data_ptr<float>(), *rw = reward.data_ptr<float>(),
-              *dl = done_logit.data_ptr<float>();
+  mp_t = mp_t.contiguous();
+  lc_t = lc_t.contiguous();
+  rw_t = rw_t.contiguous();
+  dl_t = dl_t.contiguous();
+  const float *mp = mp_t.data_ptr<float>(), *lc = lc_t.data_ptr<float>(), *rw = rw_t.data_ptr<float>(), *dl = dl_t.data_ptr<float>();
+  const float* sd = rsd_t.defined() ? rsd_t.data_ptr<float>() : nullptr;
   std::vector<Step> out(static_cast<size_t>(B));
+  raw_.assign(static_cast<size_t>(B), 0.0);
   for (int64_t b = 0; b < B; ++b) {
     auto& st = out[static_cast<size_t>(b)];
     const size_t e = which[static_cast<size_t>(b)];
@@ -95,14 +134,20 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
     st.observation = observe(static_cast<int64_t>(e), mp + b * N, lc + b * N);
     bool any = false;
     for (int64_t x = 0; x < N; ++x) any = any || st.observation.xfer_mask[static_cast<size_t>(x)];
-    st.reward = noop ? 0.0 : static_cast<double>(rw[b]) * reward_std_;
+    const double spread = sd ? static_cast<double>(sd[b]) * reward_std_ : 0.0;
+    raw_[static_cast<size_t>(b)] = noop ? 0.0 : static_cast<double>(rw[b]) * reward_std_;
+    st.reward = noop ? 0.0 : raw_[static_cast<size_t>(b)] - penalty_ * spread;
+    if (!noop && sd) {
+      disagreement_sum_ += spread;
+      ++disagreement_n_;
+    }
     st.done = noop || dl[b] > 0.f || t_[e] >= env_.max_steps || !any;
   }
   return out;
 }
 
-DreamEnv::DreamEnv(WorldModelNet net, EnvConfig env, double reward_std, double tau, DreamStart start)
-    : batch_(std::move(net), env, reward_std, tau), env_(std::move(env)), start_(std::move(start)) {}
+DreamEnv::DreamEnv(std::vector<WorldModelNet> members, EnvConfig env, double reward_std, double tau, DreamStart start, double penalty)
+    : batch_(std::move(members), env, reward_std, tau, penalty), env_(std::move(env)), start_(std::move(start)) {}
 
 Expected<Observation> DreamEnv::reset() {
   last_ = batch_.reset({start_})[0];
@@ -169,7 +214,8 @@ struct LoadedWorldModel {
   PpoConfig agent_cfg;
   std::vector<const rules::Rule*> rules;
   nets::GraphEncoder encoder{nullptr};
-  wm::WorldModelNet net{nullptr};
+  wm::WorldModelNet net{nullptr};          // member 0
+  std::vector<wm::WorldModelNet> members;  // the ensemble, members[0] == net
 };
 
 // The checkpoint's rules (by name) as rule pointers.
@@ -197,8 +243,13 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const Rules
   w.rules = std::move(*rules);
   const int N = static_cast<int>(w.rules.size()), Z = meta->value("z_dim", 0);
   w.encoder = nets::GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden, w.agent_cfg.gnn_rounds);
-  w.net = wm::WorldModelNet(Z, N, static_cast<int>(w.agent_cfg.env.max_locations), w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min, w.cfg.log_sigma_max);
-  if (auto st = checkpoint::load(path, {{"world_model", w.net.get()}, {"encoder", w.encoder.get()}}, nullptr); !st.ok()) return st.error();
+  // A dream controller keeps member 0 only (what its real actor needs); a world model keeps them all.
+  const int K = kind == "world-model" ? std::max(1, meta->value("ensemble", 1)) : 1;
+  for (int k = 0; k < K; ++k)
+    w.members.emplace_back(Z, N, static_cast<int>(w.agent_cfg.env.max_locations), w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min,
+                           w.cfg.log_sigma_max);
+  w.net = w.members[0];
+  if (auto st = checkpoint::load(path, wm::ensemble_modules(w.members, w.encoder), nullptr); !st.ok()) return st.error();
   w.encoder->eval();
   return w;
 }
@@ -225,6 +276,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   if (o.models.empty()) return Error::bad_input("train-agent --world-model: no --model to start dreams from");
   if (o.temperature <= 0) return Error{ErrorCode::kUsage, "--temperature must be positive"};
   if (o.batch < 1) return Error{ErrorCode::kUsage, "--dream-batch must be >= 1"};
+  if (o.uncertainty_penalty < 0) return Error{ErrorCode::kUsage, "--uncertainty-penalty must be >= 0"};
   torch::set_num_threads(o.config.torch_threads);
   torch::manual_seed(o.seed);
   auto w = load_world_model(o.world_model, from_library(*o.library, o.world_model));
@@ -234,6 +286,9 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   cfg.env = w->agent_cfg.env;  // the dream simulates the environment the data came from
   const int N = static_cast<int>(w->rules.size()), Z = w->meta.value("z_dim", 0);
   const double reward_std = w->meta.value("reward_std", 1.0);
+  if (o.uncertainty_penalty > 0 && w->members.size() < 2)
+    return Error::bad_input("--uncertainty-penalty needs an ensemble world model (model.ensemble >= 2 in its config); " + o.world_model +
+                            " has one member");
   auto shared = locked_cost_model(*o.cost);
   // Real initial states (one real reset per model): dreams start where real episodes start.
   std::vector<std::unique_ptr<GraphEnv>> real;
@@ -256,6 +311,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   std::ofstream log;
   if (!o.log_path.empty()) log.open(o.log_path, std::ios::app);
   DreamSummary sum;
+  sum.ensemble = static_cast<int>(w->members.size());
   const auto t0 = std::chrono::steady_clock::now();
   // A whole update's episodes step as one batch.
   const int per_update = o.batch;
@@ -275,7 +331,8 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   };
   while (sum.dream_episodes < o.episodes) {
     const int64_t E = std::min<int64_t>(per_update, o.episodes - sum.dream_episodes);
-    wm::DreamBatch batch(w->net, cfg.env, reward_std, o.temperature);
+    wm::DreamBatch batch(w->members, cfg.env, reward_std, o.temperature, o.uncertainty_penalty,
+                         o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(sum.updates));
     std::vector<wm::DreamStart> st;
     for (int64_t e = 0; e < E; ++e) st.push_back(starts[static_cast<size_t>((sum.dream_episodes + e) % static_cast<int64_t>(starts.size()))]);
     auto obs = batch.reset(st);
@@ -283,7 +340,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     std::vector<size_t> active;
     for (int64_t e = 0; e < E; ++e) active.push_back(static_cast<size_t>(e));
     const auto td = std::chrono::steady_clock::now();
-    double returns = 0;
+    double returns = 0, raw_returns = 0;
     int64_t steps = 0;
     double step_seconds = 0;
     while (!active.empty()) {
@@ -302,6 +359,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
         tr.reward = static_cast<float>(steps_out[k].reward);
         tr.done = steps_out[k].done;
         returns += steps_out[k].reward;
+        raw_returns += batch.raw_rewards()[k];
         ++steps;
         eps[e].push_back(std::move(tr));
         if (!steps_out[k].done) {
@@ -323,6 +381,8 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     sum.dream_steps += steps;
     sum.dream_seconds += step_seconds;
     sum.dream_score = returns / static_cast<double>(E);
+    sum.dream_score_raw = raw_returns / static_cast<double>(E);
+    sum.disagreement = batch.mean_disagreement();
     const bool last = sum.dream_episodes >= o.episodes;
     if ((o.eval_every > 0 && sum.updates % o.eval_every == 0) || last)
       if (auto s = evaluate_real(); !s.ok()) return s.error();
@@ -338,7 +398,8 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     ppo::record(us, u);
     if (log)
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"dream_steps", u.env_steps}, {"mean_return", u.mean_return},
-                  {"dream_score", u.mean_return}, {"real_score", sum.real_score}, {"best_improvement", u.best_improvement},
+                  {"dream_score", u.mean_return}, {"dream_score_raw", sum.dream_score_raw}, {"disagreement", sum.disagreement},
+                  {"real_score", sum.real_score}, {"best_improvement", u.best_improvement},
                   {"best_by_model", u.best_by_model}, {"env_steps_per_s", u.env_steps_per_s},
                   {"dream_step_ms", steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0}, {"policy_loss", u.policy_loss},
                   {"value_loss", u.value_loss}, {"entropy", u.entropy}, {"approx_kl", u.approx_kl}, {"clip_fraction", u.clip_fraction},
@@ -356,7 +417,8 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
                {"world_model_config", to_yaml(w->cfg)}, {"rules", rule_names}, {"z_dim", Z}, {"temperature", o.temperature},
                {"seed", o.seed}, {"world_model", o.world_model}, {"reward_std", reward_std},
                {"counters", {{"update", sum.updates}, {"episodes", sum.dream_episodes}, {"env_steps", sum.dream_steps}}},
-               {"real_score", sum.real_score}, {"dream_score", sum.dream_score}};
+               {"real_score", sum.real_score}, {"dream_score", sum.dream_score}, {"dream_score_raw", sum.dream_score_raw},
+               {"ensemble", sum.ensemble}, {"uncertainty_penalty", o.uncertainty_penalty}};
   if (auto s = checkpoint::save(o.out, {{"controller", ctrl.get()}, {"encoder", w->encoder.get()}, {"world_model", w->net.get()}}, &opt, meta);
       !s.ok())
     return s.error();

@@ -17,27 +17,43 @@ struct DreamStart {
 // E dream environments stepped together by one forward pass of the world model. Rewards are
 // the reward head's predictions; NO-OP ends an episode with reward 0 (the real env's rule);
 // masks and location counts come from their heads; z' is sampled at temperature tau.
+//
+// With several members (an ensemble), every member's LSTM follows the same (z, a) sequence; each
+// environment's z' is sampled from a member drawn uniformly at random at every step (MBPO's
+// rollouts), masks, counts and the done flag are the members' mean, and the reward is the members'
+// mean reward minus `penalty` times their standard deviation (MOPO's uncertainty-penalised reward).
+// The controller's latent is [z, h of member 0], the member a real actor's LSTM uses.
 class DreamBatch {
  public:
-  DreamBatch(WorldModelNet net, EnvConfig env, double reward_std, double tau);
+  DreamBatch(std::vector<WorldModelNet> members, EnvConfig env, double reward_std, double tau, double penalty = 0,
+             uint64_t seed = 0);
   std::vector<Observation> reset(const std::vector<DreamStart>& starts);
   // Steps the environments `which` (indices into the batch) with `actions`.
   std::vector<Step> step(const std::vector<size_t>& which, const std::vector<Action>& actions);
   size_t size() const { return t_.size(); }
+  // The last step's unpenalised rewards (the members' mean), in the order of `which`.
+  const std::vector<double>& raw_rewards() const { return raw_; }
+  // Mean over the dream steps so far of the members' reward standard deviation (0 for one member).
+  double mean_disagreement() const { return disagreement_n_ ? disagreement_sum_ / static_cast<double>(disagreement_n_) : 0.0; }
 
  private:
-  Observation observe(int64_t row, const float* mask_prob, const float* log_count) const;  // row of z_, h_
-  WorldModelNet net_;
+  Observation observe(int64_t row, const float* mask_prob, const float* log_count) const;  // row of z_, h_[0]
+  std::vector<WorldModelNet> members_;
   EnvConfig env_;
-  double reward_std_, tau_;
-  torch::Tensor z_, h_, c_;
+  double reward_std_, tau_, penalty_;
+  std::mt19937_64 pick_;
+  torch::Tensor z_;
+  std::vector<torch::Tensor> h_, c_;  // per member
   std::vector<int> t_;
+  std::vector<double> raw_;
+  double disagreement_sum_ = 0;
+  int64_t disagreement_n_ = 0;
 };
 
 // The Environment interface over one dream.
 class DreamEnv : public Environment {
  public:
-  DreamEnv(WorldModelNet net, EnvConfig env, double reward_std, double tau, DreamStart start);
+  DreamEnv(std::vector<WorldModelNet> members, EnvConfig env, double reward_std, double tau, DreamStart start, double penalty = 0);
   Expected<Observation> reset() override;
   Expected<Step> step(const Action& a) override;
   int num_xfers() const override { return static_cast<int>(start_.count.size()); }

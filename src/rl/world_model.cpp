@@ -27,6 +27,7 @@ template <class F>
 void visit_wm(WorldModelConfig& c, F&& f) {
   f("model.lstm_hidden", c.lstm_hidden);
   f("model.mixtures", c.mixtures);
+  f("model.ensemble", c.ensemble);
   f("model.log_sigma_min", c.log_sigma_min);
   f("model.log_sigma_max", c.log_sigma_max);
   f("loss.nll", c.w_nll);
@@ -52,7 +53,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 Expected<WorldModelConfig> parse_world_model_config(const std::string& text, const std::string& origin) {
   auto c = yaml_fields::parse<WorldModelConfig>(text, origin, [](WorldModelConfig& c, auto&& f) { visit_wm(c, f); });
   if (!c) return c.error();
-  if (c->lstm_hidden < 1 || c->mixtures < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->learning_rate <= 0)
+  if (c->lstm_hidden < 1 || c->mixtures < 1 || c->ensemble < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->learning_rate <= 0)
     return Error::bad_input(origin + ": sizes, epochs and learning_rate must be positive");
   if (c->log_sigma_min >= c->log_sigma_max) return Error::bad_input(origin + ": log_sigma_min must be below log_sigma_max");
   if (c->holdout < 0 || c->holdout >= 1 || c->noop_share < 0 || c->noop_share > 1 || c->policy_epsilon < 0 || c->policy_epsilon > 1)
@@ -302,7 +303,9 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     }
   const double reward_std = std::max(1e-3, std::sqrt(r2 / std::max<int64_t>(rn, 1)));
 
-  wm::WorldModelNet net(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min, cfg.log_sigma_max);
+  // The ensemble's members: initialised one after another from the seeded generator, trained on
+  // the same episodes in their own orders. Member 0 is the one a real actor's LSTM uses.
+  std::vector<wm::WorldModelNet> members;
   {
     // Per-dimension mean and std of z over the training episodes' states.
     auto sum_z = torch::zeros({Z}, torch::kDouble), sum_z2 = torch::zeros({Z}, torch::kDouble);
@@ -315,19 +318,31 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     }
     auto mean = sum_z / static_cast<double>(std::max<int64_t>(count, 1));
     auto var = (sum_z2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean.pow(2)).clamp_min(0.0);
-    net->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
+    for (int k = 0; k < cfg.ensemble; ++k) {
+      members.emplace_back(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min,
+                           cfg.log_sigma_max);
+      members.back()->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
+    }
   }
-  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
+  std::vector<torch::Tensor> all_params;
+  for (auto& m : members)
+    for (auto& p : m->parameters()) all_params.push_back(p);
+  torch::optim::Adam opt(all_params, torch::optim::AdamOptions(cfg.learning_rate));  // per-parameter: K independent Adams
+  const auto modules = wm::ensemble_modules(members, encoder);
   int start_epoch = 0;
   json meta_base = {{"kind", "world-model"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(acfg)}, {"rules", rule_names},
                     {"models", model_names}, {"z_dim", Z}, {"encoder_source", encoder_source}, {"encoder", fp},
-                    {"reward_std", reward_std}, {"data", data_path}, {"seed", o.seed}};
+                    {"reward_std", reward_std}, {"data", data_path}, {"seed", o.seed}, {"ensemble", cfg.ensemble}};
   if (o.resume) {
     auto meta = checkpoint::read_meta(o.out);
     if (!meta) return meta.error().with_context("--resume");
     if (meta->value("kind", "") != "world-model" || meta->value("encoder", "") != fp)
       return Error::bad_input(o.out + ": not a world model of this encoder; cannot resume");
-    if (auto st = checkpoint::load(o.out, {{"world_model", net.get()}}, &opt); !st.ok()) return st.error();
+    if (meta->value("ensemble", 1) != cfg.ensemble)
+      return Error::bad_input(o.out + ": a world model of another ensemble size; cannot resume");
+    auto no_encoder = modules;
+    no_encoder.pop_back();
+    if (auto st = checkpoint::load(o.out, no_encoder, &opt); !st.ok()) return st.error();
     start_epoch = meta->value("epochs", 0);
     std::istringstream is(meta->value("rng", std::string{}));
     is >> rng;
@@ -339,25 +354,28 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   const auto tt = std::chrono::steady_clock::now();
   WorldModelMetrics last;
   for (int epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
-    std::vector<const wm::EpisodeData*> shuffled = train;
-    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    std::vector<std::vector<const wm::EpisodeData*>> orders;
+    for (size_t k = 0; k < members.size(); ++k) {
+      orders.push_back(train);
+      std::shuffle(orders.back().begin(), orders.back().end(), rng);
+    }
     double loss_sum = 0;
     int batches = 0;
-    net->train();
-    for (size_t s = 0; s < shuffled.size(); s += static_cast<size_t>(cfg.batch_episodes)) {
-      std::vector<const wm::EpisodeData*> chunk(
-          shuffled.begin() + static_cast<int64_t>(s),
-          shuffled.begin() + static_cast<int64_t>(std::min(shuffled.size(), s + static_cast<size_t>(cfg.batch_episodes))));
-      auto b = wm::make_seq_batch(chunk, Z, N, L);
-      auto l = wm::sequence_loss(net, b, cfg, rstd);
+    for (auto& m : members) m->train();
+    for (size_t s = 0; s < train.size(); s += static_cast<size_t>(cfg.batch_episodes)) {
+      const size_t e = std::min(train.size(), s + static_cast<size_t>(cfg.batch_episodes));
       opt.zero_grad();
-      l.total.backward();
-      torch::nn::utils::clip_grad_norm_(net->parameters(), cfg.max_grad_norm);
+      for (size_t k = 0; k < members.size(); ++k) {
+        std::vector<const wm::EpisodeData*> chunk(orders[k].begin() + static_cast<int64_t>(s), orders[k].begin() + static_cast<int64_t>(e));
+        auto l = wm::sequence_loss(members[k], wm::make_seq_batch(chunk, Z, N, L), cfg, rstd);
+        l.total.backward();
+        torch::nn::utils::clip_grad_norm_(members[k]->parameters(), cfg.max_grad_norm);
+        if (k == 0) loss_sum += l.total.item<double>();
+      }
       opt.step();
-      loss_sum += l.total.item<double>();
       ++batches;
     }
-    last = wm::evaluate_world_model(net, held, Z, N, L, cfg, rstd);
+    last = wm::evaluate_world_model(members[0], held, Z, N, L, cfg, rstd);
     last.epoch = epoch + 1;
     last.train_loss = batches ? loss_sum / batches : 0.0;
     last.seconds = since(t0);
@@ -378,7 +396,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   rs << rng;
   meta["rng"] = rs.str();
   meta["metrics"] = {{"heldout_nll", last.nll}, {"reward_mse", last.reward_mse}, {"mask_accuracy", last.mask_accuracy}};
-  if (auto st = checkpoint::save(o.out, {{"world_model", net.get()}, {"encoder", encoder.get()}}, &opt, meta); !st.ok()) return st.error();
+  if (auto st = checkpoint::save(o.out, modules, &opt, meta); !st.ok()) return st.error();
   return sum;
 }
 

@@ -84,6 +84,15 @@ torch::Tensor mdn_sample(const torch::Tensor& logit_pi, const torch::Tensor& mu,
   return m + s * std::sqrt(t) * torch::randn_like(m);
 }
 
+std::vector<std::pair<std::string, torch::nn::Module*>> ensemble_modules(const std::vector<WorldModelNet>& members,
+                                                                         const nets::GraphEncoder& encoder) {
+  std::vector<std::pair<std::string, torch::nn::Module*>> out;
+  for (size_t k = 0; k < members.size(); ++k)
+    out.emplace_back(k == 0 ? std::string("world_model") : "world_model_" + std::to_string(k), members[k].ptr().get());
+  out.emplace_back("encoder", encoder.ptr().get());
+  return out;
+}
+
 ControllerNetImpl::ControllerNetImpl(int in, int n, int h, int L) : in_dim(in), num_xfers(n), hidden(h), max_locations(L) {
   body = register_module("body", torch::nn::Sequential(torch::nn::Linear(in, h), torch::nn::ReLU(), torch::nn::Linear(h, h), torch::nn::ReLU()));
   xfer_head = register_module("xfer_head", mlp(h, h, n + 1));

@@ -63,6 +63,11 @@ struct ControllerNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(ControllerNet);
 
+// Checkpoint names of an ensemble and its encoder: "world_model" (member 0, the name a one-member
+// world model has always had), "world_model_1", ..., then "encoder" (last).
+std::vector<std::pair<std::string, torch::nn::Module*>> ensemble_modules(const std::vector<WorldModelNet>& members,
+                                                                         const nets::GraphEncoder& encoder);
+
 std::vector<ppo::Choice> act(ControllerNet& net, const std::vector<const Observation*>& obs, bool greedy, std::mt19937_64& rng);
 ppo::Evaluated evaluate(ControllerNet& net, const std::vector<const ppo::Transition*>& batch);
 

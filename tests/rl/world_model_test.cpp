@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "rl/checkpoint.h"
 #include "rl/common.h"
 #include "rl/dream.h"
 #include "rl/world_model_data.h"
@@ -194,7 +195,7 @@ TEST(WorldModel, DreamEnvMasksAndRefusesMaskedActions) {
   rl::wm::state_masks(*obs, mask, start.count);
   start.z.assign(16, 0.f);
   rl::wm::WorldModelNet net(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -5, 2);
-  rl::wm::DreamEnv env(net, o.agent_config.env, 1.0, 1.0, start);
+  rl::wm::DreamEnv env({net}, o.agent_config.env, 1.0, 1.0, start);
   auto d0 = env.reset();
   ASSERT_TRUE(d0);
   EXPECT_EQ(d0->xfer_mask, obs->xfer_mask);
@@ -209,5 +210,81 @@ TEST(WorldModel, DreamEnvMasksAndRefusesMaskedActions) {
     EXPECT_TRUE(end->done);
     EXPECT_EQ(end->reward, 0.0);
   }
+  fs::remove_all(dir);
+}
+
+// An ensemble world model: members differ (independent initialisations, own episode orders), all
+// are saved and loaded, the dream's reward is the members' mean minus the penalty times their
+// spread, and a penalty needs an ensemble.
+TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
+  auto g = fire_modules(1);
+  auto m = analytic();
+  auto dir = temp_dir("ensemble");
+  auto o = small_wm(g, dir);
+  o.cost = m.get();
+  o.episodes = 24;
+  o.config.epochs = 3;
+  o.config.ensemble = 3;
+  auto sum = rl::train_world_model(o);
+  ASSERT_TRUE(sum) << sum.error().message;
+  auto meta = rl::checkpoint::read_meta(o.out);
+  ASSERT_TRUE(meta);
+  EXPECT_EQ(meta->value("ensemble", 0), 3);
+  std::vector<rl::wm::WorldModelNet> members;
+  for (int k = 0; k < 3; ++k) members.emplace_back(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -3, 2);
+  rl::nets::GraphEncoder enc(rl::node_feature_dim(), rl::edge_feature_dim(), rl::global_feature_dim(), 16, 3);
+  ASSERT_TRUE(rl::checkpoint::load(o.out, rl::wm::ensemble_modules(members, enc), nullptr).ok());
+  EXPECT_FALSE(torch::equal(members[0]->reward->weight, members[1]->reward->weight));
+  EXPECT_FALSE(torch::equal(members[1]->reward->weight, members[2]->reward->weight));
+
+  rl::GraphEnv real(g, fire_rules(), *m, o.agent_config.env);
+  auto obs = real.reset();
+  ASSERT_TRUE(obs);
+  rl::wm::DreamStart start;
+  start.xfer_mask = obs->xfer_mask;
+  std::vector<uint8_t> mask;
+  rl::wm::state_masks(*obs, mask, start.count);
+  start.z.assign(16, 0.f);
+  // The same dream step with and without the penalty: same unpenalised reward, lower penalised one.
+  std::vector<double> raw, penalised;
+  for (double penalty : {0.0, 2.0}) {
+    torch::manual_seed(1);
+    rl::wm::DreamBatch b(members, o.agent_config.env, 1.0, 1.0, penalty, 9);
+    b.reset({start});
+    auto st = b.step({0}, {rl::Action{0, 0}});
+    raw.push_back(b.raw_rewards()[0]);
+    penalised.push_back(st[0].reward);
+    EXPECT_GT(b.mean_disagreement(), 0.0);
+  }
+  EXPECT_DOUBLE_EQ(raw[0], raw[1]);
+  EXPECT_DOUBLE_EQ(penalised[0], raw[0]);
+  EXPECT_LT(penalised[1], raw[1]);
+
+  rl::DreamTrainOptions d;
+  d.world_model = o.out;
+  d.models = {{"fire", g}};
+  d.library = &library();
+  d.cost = m.get();
+  d.episodes = 64;
+  d.batch = 32;
+  d.uncertainty_penalty = 1.0;
+  d.out = (dir / "ctrl.pt").string();
+  auto ds = rl::train_dream_agent(d);
+  ASSERT_TRUE(ds) << ds.error().message;
+  EXPECT_EQ(ds->ensemble, 3);
+  EXPECT_GT(ds->disagreement, 0.0);
+  EXPECT_LE(ds->dream_score, ds->dream_score_raw);
+  // A one-member world model refuses a penalty.
+  auto one = small_wm(g, dir);
+  one.cost = m.get();
+  one.episodes = 24;
+  one.config.epochs = 1;
+  one.out = (dir / "one.pt").string();
+  one.data_path = o.out + ".data";
+  ASSERT_TRUE(rl::train_world_model(one));
+  d.world_model = one.out;
+  auto refused = rl::train_dream_agent(d);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("ensemble"), std::string::npos) << refused.error().message;
   fs::remove_all(dir);
 }

@@ -14,6 +14,10 @@ namespace rlflow::rl {
 struct WorldModelConfig {
   int lstm_hidden = 256;
   int mixtures = 8;
+  // Independently initialised members trained on the same data, each in its own episode order
+  // (a deep ensemble). With more than one, the dream samples each next state from a random member
+  // and can penalise the members' disagreement on the reward (train-agent --uncertainty-penalty).
+  int ensemble = 1;
   // Clamp of the mixture's log sigma, in units of each latent dimension's std. A lower floor lets
   // the NLL's gradients (~1/sigma^2) swamp the reward/done/mask heads (measured: mask accuracy 0.78
   // at -5, 1.00 at -3 on the fire-module test environment).
@@ -81,12 +85,19 @@ struct DreamTrainOptions {
   uint64_t seed = 0;
   std::string out, log_path;
   int eval_every = 10;             // updates between greedy evaluations in the real environment (0: only at the end)
+  // With an ensemble world model: a dream step's reward is the members' mean minus this many of
+  // their standard deviations (MOPO's uncertainty-penalised reward, with the ensemble's
+  // disagreement as the uncertainty), and the next state comes from a member drawn at random.
+  double uncertainty_penalty = 0;
 };
 
 struct DreamSummary {
   int64_t updates = 0, dream_episodes = 0, dream_steps = 0;
   double dream_seconds = 0, dream_step_ms = 0, seconds = 0;
-  double dream_score = 0;                  // mean dream return of the last update's episodes
+  double dream_score = 0;                  // mean dream return of the last update's episodes (penalised)
+  double dream_score_raw = 0;              // the same with the members' mean reward, no penalty
+  double disagreement = 0;                 // mean std of the members' reward per dream step, last update
+  int ensemble = 1;
   std::map<std::string, double> real_improvement;  // greedy rollout of the final controller, real env
   double real_score = 0;                   // mean over models of real_improvement, in percent
   int64_t real_eval_steps = 0;             // real env steps spent on evaluations
