@@ -149,14 +149,15 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
     std::optional<rules::ProofResult> proof;
   };
   std::vector<Checked> done(chosen.size());
-  // Workers take rules in order; each rule's numeric check and proof are independent (one Z3
-  // context per proof), and results are reported in library order afterwards.
+  // Workers take rules in order; each rule's numeric check and proof are independent, and results
+  // are reported in library order afterwards. Each proof runs in its own process, which is stopped
+  // if Z3 overruns the timeout (it does not check it everywhere); this process never enters Z3.
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1)) < chosen.size();) {
       const auto& r = lib->rules[chosen[k]];
       done[k].numeric = rules::verify_numerically(r);
-      if (o.prove) done[k].proof = rules::prove_rule(r, po);
+      if (o.prove) done[k].proof = rules::prove_rule_isolated(r, po);
     }
   };
   std::vector<std::thread> pool;

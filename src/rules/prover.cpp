@@ -2,7 +2,13 @@
 // check per output mapping: "source != target" must be unsatisfiable. Model-based quantifier instantiation is off, so an
 // unprovable goal ends in "unknown" as soon as E-matching saturates instead of running to the
 // timeout.
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <memory>
 
@@ -87,6 +93,134 @@ ProofResult prove_rule(const Rule& r, const ProofOptions& opts) {
     res.outcome = ProofOutcome::kError;
     res.message = std::string("solver error: ") + e.msg();
   }
+  res.seconds = elapsed();
+  return res;
+}
+
+namespace {
+
+// The child's result through the pipe: outcome, seconds, then length-prefixed strings.
+void put_string(std::string& out, const std::string& v) {
+  out += std::to_string(v.size()) + ":" + v;
+}
+
+bool get_string(const std::string& in, size_t& at, std::string* v) {
+  const size_t colon = in.find(':', at);
+  if (colon == std::string::npos) return false;
+  size_t n = 0;
+  for (size_t i = at; i < colon; ++i) {
+    if (in[i] < '0' || in[i] > '9') return false;
+    n = n * 10 + static_cast<size_t>(in[i] - '0');
+  }
+  if (colon + 1 + n > in.size()) return false;
+  *v = in.substr(colon + 1, n);
+  at = colon + 1 + n;
+  return true;
+}
+
+std::string encode(const ProofResult& r) {
+  std::string out;
+  put_string(out, std::to_string(static_cast<int>(r.outcome)));
+  put_string(out, std::to_string(r.seconds));
+  put_string(out, r.message);
+  put_string(out, std::to_string(r.notes.size()));
+  for (const auto& n : r.notes) put_string(out, n);
+  return out;
+}
+
+bool decode(const std::string& in, ProofResult* r) {
+  size_t at = 0;
+  std::string outcome, seconds, count;
+  if (!get_string(in, at, &outcome) || !get_string(in, at, &seconds) || !get_string(in, at, &r->message) ||
+      !get_string(in, at, &count))
+    return false;
+  const int o = std::atoi(outcome.c_str());
+  if (o < 0 || o > static_cast<int>(ProofOutcome::kError)) return false;
+  r->outcome = static_cast<ProofOutcome>(o);
+  r->seconds = std::atof(seconds.c_str());
+  const int n = std::atoi(count.c_str());
+  for (int i = 0; i < n; ++i) {
+    std::string note;
+    if (!get_string(in, at, &note)) return false;
+    r->notes.push_back(std::move(note));
+  }
+  return at == in.size();
+}
+
+}  // namespace
+
+ProofResult prove_rule_isolated(const Rule& r, const ProofOptions& opts, double grace_s) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  ProofResult res;
+  res.rule = r.name;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    res.outcome = ProofOutcome::kError;
+    res.message = "cannot create a pipe for the prover process";
+    return res;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    res.outcome = ProofOutcome::kError;
+    res.message = "cannot start the prover process";
+    return res;
+  }
+  if (pid == 0) {  // child: prove, write, leave without running the parent's exit handlers
+    // Close what the child inherited, above all other workers' pipes: a child holding another
+    // worker's write end would keep that worker from seeing its own child's end.
+    if (fds[1] > 3) ::close_range(3, static_cast<unsigned>(fds[1]) - 1, 0);
+    ::close_range(static_cast<unsigned>(fds[1]) + 1, ~0u, 0);
+    std::string out = encode(prove_rule(r, opts));
+    out = std::to_string(out.size()) + "\n" + out;  // framed: the parent knows when it has all of it
+    size_t sent = 0;
+    while (sent < out.size()) {
+      const ssize_t w = ::write(fds[1], out.data() + sent, out.size() - sent);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) ::_exit(1);
+      sent += static_cast<size_t>(w);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string got;
+  bool killed = false;
+  char buf[4096];
+  for (;;) {
+    const double left = opts.timeout_s + grace_s - elapsed();
+    if (left <= 0) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the child closed the pipe: done (or dead)
+    got.append(buf, static_cast<size_t>(n));
+    const size_t nl = got.find('\n');
+    if (nl != std::string::npos && got.size() - nl - 1 >= static_cast<size_t>(std::atoll(got.substr(0, nl).c_str()))) break;
+  }
+  if (const size_t nl = got.find('\n'); nl != std::string::npos) got.erase(0, nl + 1);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (killed) {
+    res.outcome = ProofOutcome::kTimeout;
+    res.message = "timed out (the solver did not stop at its timeout; its process was stopped)";
+  } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || !decode(got, &res)) {
+    res.outcome = ProofOutcome::kError;
+    res.message = WIFSIGNALED(status) ? "the prover process died (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                      : std::string("the prover process returned no result");
+  }
+  res.rule = r.name;
   res.seconds = elapsed();
   return res;
 }

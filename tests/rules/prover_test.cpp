@@ -86,6 +86,34 @@ TEST(Prover, DoesNotProveFalseRules) {
   EXPECT_NE(p.outcome, rules::ProofOutcome::kError) << explain(p);
 }
 
+// The proof in a child process gives the in-process result (outcome and notes), and it is stopped
+// at the timeout plus the grace even where Z3 itself overruns its timeout: this generated rule
+// (a constant kernel through two transposes) kept Z3 busy 50-60 s past a 3 s timeout in process.
+TEST(Prover, IsolatedProofsMatchAndStopAtTheirTimeout) {
+  for (const char* name : {"conv_relu_fuse", "transpose_transpose_fuse"}) {
+    auto in = rules::prove_rule(shipped_rule(name), fast());
+    auto out = rules::prove_rule_isolated(shipped_rule(name), fast());
+    EXPECT_EQ(out.outcome, in.outcome) << explain(out);
+    EXPECT_EQ(out.notes, in.notes);
+    EXPECT_EQ(out.rule, name);
+  }
+  auto r = shipped_rule("conv_sigmoid_fuse");
+  r.target.nodes[0].params["act"] = rules::Expr::Ints({3});
+  rules::ProofOptions short_timeout;
+  short_timeout.timeout_s = 3;
+  auto false_rule = rules::prove_rule_isolated(r, short_timeout);
+  EXPECT_FALSE(false_rule.proved()) << explain(false_rule);
+  EXPECT_NE(false_rule.outcome, rules::ProofOutcome::kError) << explain(false_rule);
+  if (const auto* slow = shipped().find("gen_transpose_transpose__const_conv_68903f")) {
+    rules::ProofOptions o;
+    o.timeout_s = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto p = rules::prove_rule_isolated(*slow, o, 1.0);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(secs, 2.5) << explain(p);
+    if (!p.proved()) EXPECT_EQ(p.outcome, rules::ProofOutcome::kTimeout) << explain(p);
+  }
+}
 
 TEST(Axioms, TheEmbeddedAxiomsAreTheShippedFile) {
   // The build embeds configs/rules/axioms.smt2; a stale build (or a copy that drifted) shows here.
