@@ -334,7 +334,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     u.real_step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0;
     u.seconds = since(t0);
     ppo::record(*st, u);
-    if (log) {
+    if (log.is_open()) {
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"env_steps", u.env_steps}, {"mean_return", u.mean_return},
                   {"mean_improvement", u.mean_improvement}, {"best_improvement", u.best_improvement},
                   {"best_by_model", u.best_by_model}, {"env_steps_per_s", u.env_steps_per_s}, {"real_step_ms", u.real_step_ms},
