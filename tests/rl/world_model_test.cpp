@@ -35,6 +35,16 @@ rl::WorldModelTrainOptions small_wm(const Graph& g, const fs::path& dir) {
   return o;
 }
 
+// A real observation as a dream's start (z zero: the tests' world models see a 16-wide latent).
+rl::wm::DreamStart dream_start(const rl::Observation& obs) {
+  rl::wm::DreamStart start;
+  start.xfer_mask = obs.xfer_mask;
+  std::vector<uint8_t> mask;
+  rl::wm::state_masks(obs, mask, start.count);
+  start.z.assign(16, 0.f);
+  return start;
+}
+
 }  // namespace
 
 TEST(Mdn, OneComponentNllIsTheGaussianNll) {
@@ -189,11 +199,7 @@ TEST(WorldModel, DreamEnvMasksAndRefusesMaskedActions) {
   rl::GraphEnv real(g, fire_rules(), *m, o.agent_config.env);
   auto obs = real.reset();
   ASSERT_TRUE(obs);
-  rl::wm::DreamStart start;
-  start.xfer_mask = obs->xfer_mask;
-  std::vector<uint8_t> mask;
-  rl::wm::state_masks(*obs, mask, start.count);
-  start.z.assign(16, 0.f);
+  const auto start = dream_start(*obs);
   rl::wm::WorldModelNet net(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -5, 2);
   rl::wm::DreamEnv env({net}, o.agent_config.env, 1.0, 1.0, start);
   auto d0 = env.reset();
@@ -240,11 +246,7 @@ TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
   rl::GraphEnv real(g, fire_rules(), *m, o.agent_config.env);
   auto obs = real.reset();
   ASSERT_TRUE(obs);
-  rl::wm::DreamStart start;
-  start.xfer_mask = obs->xfer_mask;
-  std::vector<uint8_t> mask;
-  rl::wm::state_masks(*obs, mask, start.count);
-  start.z.assign(16, 0.f);
+  const auto start = dream_start(*obs);
   // The same dream step with and without the penalty: same unpenalised reward, lower penalised one.
   std::vector<double> raw, penalised;
   for (double penalty : {0.0, 2.0}) {
