@@ -113,7 +113,7 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
     lc_t = torch::stack(log_count, 0).mean(0);
     auto rs = torch::stack(reward, 0);
     rw_t = rs.mean(0);
-    rsd_t = rs.std(0, /*unbiased=*/false).contiguous();
+    rsd_t = (rs - rw_t).pow(2).mean(0).sqrt().contiguous();  // population std over members
     dl_t = torch::stack(done_logit, 0).mean(0);
   }
   z_.index_copy_(0, idx, zn);
