@@ -180,9 +180,6 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
 }
 
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
-  if (o.rank >= o.world_size)
-    return report_error(g, Error::bad_input("--rank " + std::to_string(o.rank) + " must be below --world-size " +
-                                            std::to_string(o.world_size)));
   if (!o.world_model.empty() && o.world_size > 1)
     return report_error(g, Error::unsupported("--world-size > 1 trains the model-free agent; the dream controller "
                                               "(--world-model) trains in one process"));

@@ -298,11 +298,11 @@ LossTerms ppo_loss(const Evaluated& ev, const torch::Tensor& old_logp, const tor
   return l;
 }
 
-UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,
-                   std::mt19937_64& rng) {
+Expected<UpdateStats> update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data,
+                             const PpoConfig& cfg, std::mt19937_64& rng, const Shard* shard) {
   const size_t L = std::max<size_t>(cfg.env.max_locations, 1);
   return update([&](const std::vector<const Transition*>& mb) { return evaluate(net, mb, L); }, net->parameters(), opt, data, cfg,
-                rng);
+                rng, shard);
 }
 
 UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,

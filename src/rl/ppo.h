@@ -106,7 +106,8 @@ Expected<UpdateStats> update(const Evaluator& eval, std::vector<torch::Tensor> p
                              const Shard* shard);
 UpdateStats update(const Evaluator& eval, std::vector<torch::Tensor> params, torch::optim::Optimizer& opt,
                    const std::vector<Transition>& data, const PpoConfig& cfg, std::mt19937_64& rng);
-UpdateStats update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data, const PpoConfig& cfg,
-                   std::mt19937_64& rng);
+// The policy network's update (the model-free trainer), data-parallel when given a shard.
+Expected<UpdateStats> update(nets::PolicyNet& net, torch::optim::Optimizer& opt, const std::vector<Transition>& data,
+                             const PpoConfig& cfg, std::mt19937_64& rng, const Shard* shard = nullptr);
 
 }  // namespace rlflow::rl::ppo

@@ -271,12 +271,13 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     if (!eps) return eps.error();
     // Every rank learns every episode's summary, in episode order.
     auto rows = torch::zeros({static_cast<int64_t>(mine.size()), kSummaryWidth}, torch::kFloat64);
+    auto row = rows.accessor<double, 2>();
     for (size_t k = 0; k < mine.size(); ++k) {
       const auto& e = (*eps)[k];
       const double vals[kSummaryWidth] = {static_cast<double>(mine[k]), static_cast<double>(e.model),
                                           static_cast<double>(e.steps.size()), e.ret, e.final_improvement,
                                           e.best_improvement, e.step_seconds};
-      for (int64_t j = 0; j < kSummaryWidth; ++j) rows[static_cast<int64_t>(k)][j] = vals[j];
+      for (int64_t j = 0; j < kSummaryWidth; ++j) row[static_cast<int64_t>(k)][j] = vals[j];
     }
     torch::Tensor all = rows;
     if (comm) {
@@ -315,10 +316,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     }
     shard.global_size = steps;
     ppo::compute_advantages(data, cfg);  // whole episodes: no advantage crosses from one rank's episodes to another's
-    auto st = ppo::update([&](const std::vector<const ppo::Transition*>& mb) {
-                            return ppo::evaluate(net, mb, std::max<size_t>(cfg.env.max_locations, 1));
-                          },
-                          net->parameters(), opt, data, cfg, rng, &shard);
+    auto st = ppo::update(net, opt, data, cfg, rng, &shard);
     if (!st) return st.error();
     ++c.update;
     c.episodes += count;
