@@ -93,7 +93,7 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
     return res
 
 
-def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
+def train(args, models: list[Path], agent: Path, log_path: Path, seed: int | None = None) -> dict:
     """One fresh train-agent run (an old agent and log at those paths are removed first)."""
     missing = [m for m in models if not m.exists()]
     if missing:
@@ -101,7 +101,7 @@ def train(args, models: list[Path], agent: Path, log_path: Path) -> dict:
     agent.parent.mkdir(parents=True, exist_ok=True)
     rlflow_json.fresh(agent, log_path)  # train-agent appends to an existing log; this run starts afresh
     cmd = ["train-agent", *[a for m in models for a in ("--model", str(m))], "--out", str(agent), "--log", str(log_path),
-           "--episodes", str(args.episodes), "--seed", str(args.seed), *cost_args(args)]
+           "--episodes", str(args.episodes), "--seed", str(args.seed if seed is None else seed), *cost_args(args)]
     if args.config:
         cmd += ["--config", args.config]
     if args.imitation_epochs:
@@ -140,23 +140,35 @@ def plot(logs: list[str], out: Path, title: str) -> str | None:
 
 
 def per_model(args, name: str, tmp: Path) -> dict:
+    """greedy and TASO once (deterministic), then per seed of --seeds: train-agent, optimise --search rl
+    (and with --polish, again with the closing greedy descent). row["train"] / row["rl"] are the first
+    seed's, row["runs"] every seed's."""
     model = model_path(name)
     stem = model_name(name)
-    row: dict = {"model": stem, "path": str(model)}
+    row: dict = {"model": stem, "path": str(model), "runs": []}
     for search in ("greedy", "taso"):
         log(f"{stem}: optimise --search {search}")
         row[search] = optimise(args, model, tmp / f"{stem}.{search}.onnx", search)
-    agent = args.out_dir / "rl" / f"{stem}.pt"
-    log(f"{stem}: train-agent --episodes {args.episodes} --seed {args.seed}")
-    row["train"] = train(args, [model], agent, agent.with_suffix(".jsonl"))
-    if "error" in row["train"]:
-        row["rl"] = {"error": "no agent (training failed)"}
-    else:
-        log(f"{stem}: optimise --search rl --rollouts {args.rollouts}")
-        row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl", rl_extra(args, row["train"]["agent"]))
+    for seed in args.seeds:
+        run: dict = {"seed": seed}
+        agent = args.out_dir / "rl" / (f"{stem}.pt" if len(args.seeds) == 1 else f"{stem}.s{seed}.pt")
+        log(f"{stem}: train-agent --episodes {args.episodes} --seed {seed}")
+        run["train"] = train(args, [model], agent, agent.with_suffix(".jsonl"), seed)
+        if "error" in run["train"]:
+            run["rl"] = {"error": "no agent (training failed)"}
+        else:
+            log(f"{stem}: optimise --search rl --rollouts {args.rollouts}" + (f" --beam {args.beam}" if args.beam else ""))
+            run["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl", rl_extra(args, run["train"]["agent"]))
+            if args.polish:
+                log(f"{stem}: optimise --search rl ... --polish")
+                run["rl_polish"] = optimise(args, model, tmp / f"{stem}.rlp.onnx", "rl",
+                                            rl_extra(args, run["train"]["agent"]) + ["--polish"])
+        row["runs"].append(run)
+    row["train"], row["rl"] = row["runs"][0]["train"], row["runs"][0]["rl"]
     png = args.out_dir / f"bench_rl_{stem}.png"
-    err = plot([row["train"].get("log")], png, f"rlflow train-agent on {stem} ({args.episodes} episodes, seed {args.seed}, "
-                                              f"{args.cost_model} cost)")
+    err = plot([r["train"].get("log") for r in row["runs"]], png,
+               f"rlflow train-agent on {stem} ({args.episodes} episodes, seeds {' '.join(map(str, args.seeds))}, "
+               f"{args.cost_model} cost)")
     row["plot"] = str(png) if err is None else None
     if err:
         row["plot_error"] = err
@@ -165,8 +177,10 @@ def per_model(args, name: str, tmp: Path) -> dict:
 
 def rl_extra(args, agent: str) -> list[str]:
     extra = ["--agent", agent, "--rollouts", str(args.rollouts)]
+    if args.beam or args.polish:
+        extra += ["--budget", str(args.beam_budget)]
     if args.beam:
-        extra += ["--beam", str(args.beam), "--budget", str(args.beam_budget)]
+        extra += ["--beam", str(args.beam)]
     return extra
 
 
@@ -246,6 +260,61 @@ def rl_seconds(res: dict) -> str:
     return "" if "error" in res else num(res.get("search_s"), "{:.2f}")
 
 
+def mean_std(values: list[float], fmt: str = "{:.2f}") -> str:
+    if not values:
+        return "n/a"
+    m = sum(values) / len(values)
+    if len(values) == 1:
+        return fmt.format(m)
+    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{fmt.format(m)} ± {fmt.replace('+', '').format(sd)}"
+
+
+def curve(log_path: str | None, episodes: int) -> list[float | None]:
+    """The training log's best improvement (%) after a quarter, half, three quarters and all of the episodes."""
+    marks = [max(1, round(episodes * q)) for q in (0.25, 0.5, 0.75, 1.0)]
+    out: list[float | None] = [None] * 4
+    try:
+        lines = [json.loads(x) for x in Path(log_path).read_text().splitlines() if x.strip()] if log_path else []
+    except (OSError, ValueError):
+        return out
+    for i, m in enumerate(marks):
+        seen = [x for x in lines if x.get("episodes", 0) <= m and "best_improvement" in x]
+        if seen:
+            out[i] = 100 * seen[-1]["best_improvement"]
+    return out
+
+
+def table_seeds(rows: list[dict], episodes: int) -> str:
+    """Per model, mean ± std over the seeds (sample std); a failed run is left out of the mean and counted."""
+    q = [max(1, round(episodes * f)) for f in (0.25, 0.5, 0.75, 1.0)]
+    lines = ["| model | greedy % (s) | taso % (s) | rl % | rl + polish % | polish vs greedy (pp) | "
+             f"training best % after {q[0]} / {q[1]} / {q[2]} / {q[3]} episodes | training wall s | real env steps | "
+             "rl (+ polish) optimise s | seeds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        runs = r["runs"]
+        ok = lambda key: [x[key] for x in runs if key in x and "improvement" in x[key]]  # noqa: E731
+        rl, rlp = ok("rl"), ok("rl_polish")
+        trains = [x["train"] for x in runs if "error" not in x["train"]]
+        g = r["greedy"]
+        vs = [100 * (x["improvement"] - g["improvement"]) for x in rlp] if "improvement" in g else []
+        curves = [curve(t.get("log"), episodes) for t in trains]
+        cur = " / ".join(mean_std([c[i] for c in curves if c[i] is not None], "{:.1f}") for i in range(4))
+        steps = [t["env_steps"] + ((t.get("imitation") or {}).get("env_steps") or 0) for t in trains
+                 if isinstance(t.get("env_steps"), int)]
+        secs = mean_std([x["search_s"] for x in rl if isinstance(x.get("search_s"), (int, float))], "{:.1f}")
+        if rlp:
+            secs += " (" + mean_std([x["search_s"] for x in rlp if isinstance(x.get("search_s"), (int, float))], "{:.1f}") + ")"
+        failed = len(runs) - len(rl)
+        cells = [r["model"], f"{pct(g)} ({num(g.get('search_s'), '{:.2f}')})", f"{pct(r['taso'])} ({num(r['taso'].get('search_s'), '{:.2f}')})",
+                 mean_std([100 * x["improvement"] for x in rl]), mean_std([100 * x["improvement"] for x in rlp]) if rlp else "-",
+                 mean_std(vs, "{:+.2f}") if vs else "-", cur, mean_std([t["wall_s"] for t in trains], "{:.0f}"),
+                 mean_std(steps, "{:.0f}"), secs, f"{len(runs)}" + (f" ({failed} failed)" if failed else "")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table_per_model(rows: list[dict]) -> str:
     lines = ["| model | greedy % | taso % | rl % | rl vs taso (pp) | training wall s | episodes to best | "
              "env steps to best | real env step ms | rl optimise s |",
@@ -284,7 +353,8 @@ def table_generalise(rows: list[dict], per_model_rows: list[dict]) -> str:
 
 
 def has_error(row: dict) -> bool:
-    return any("error" in (row.get(k) or {}) for k in ("greedy", "taso", "train", "rl"))
+    return any("error" in (row.get(k) or {}) for k in ("greedy", "taso", "train", "rl")) or \
+        any("error" in (run.get(k) or {}) for run in row.get("runs", []) for k in ("train", "rl", "rl_polish"))
 
 
 def main() -> int:
@@ -299,6 +369,10 @@ def main() -> int:
                     help=f"held-out models of --generalise, each evaluated with the one agent (default: {DEFAULT_EVAL})")
     ap.add_argument("--episodes", type=int, default=200, help="train-agent --episodes (default 200)")
     ap.add_argument("--seed", type=int, default=0, help="train-agent --seed (default 0)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="per-model agents: one per seed, and a mean ± std table over them (default: --seed alone)")
+    ap.add_argument("--polish", action="store_true",
+                    help="also run optimise --search rl --polish (greedy descent from the agent's best graph) per agent")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
     ap.add_argument("--beam", type=int, default=0,
                     help="optimise --search rl --beam W: policy-guided beam search after the rollouts (default 0: none)")
@@ -331,6 +405,7 @@ def main() -> int:
         print(f"bench_rl: error: --eval {', '.join(sorted(overlap))} is one of the training models; it must be held out",
               file=sys.stderr)
         return 2
+    args.seeds = args.seeds or [args.seed]
     if args.episodes < 1 or args.rollouts < 0:
         print("bench_rl: error: --episodes must be >= 1 and --rollouts >= 0", file=sys.stderr)
         return 2
@@ -341,6 +416,7 @@ def main() -> int:
 
     config = {"cost_model": args.cost_model, "device_profile": args.device_profile or None,
               "deterministic": args.deterministic, "episodes": args.episodes, "seed": args.seed,
+              "seeds": args.seeds, "polish": args.polish,
               "rollouts": args.rollouts, "beam": args.beam, "time_limit_s": args.time_limit, "config": args.config,
               "imitation_epochs": args.imitation_epochs, "dagger_rounds": args.dagger_rounds,
               "binary": args.binary, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -360,14 +436,17 @@ def main() -> int:
     note = (f"cost model {args.cost_model}"
             + (f", device profile {args.device_profile}" if args.device_profile else "")
             + (", deterministic" if args.deterministic else "")
-            + f"; {args.episodes} training episodes, seed {args.seed}"
+            + f"; {args.episodes} training episodes, seed{'s' if len(args.seeds) > 1 else ''} {' '.join(map(str, args.seeds))}"
             + (f", {args.imitation_epochs} epochs of imitation of greedy first" if args.imitation_epochs else "")
             + (f" and {args.dagger_rounds} DAgger rounds" if args.dagger_rounds else "")
-            + f"; rl: {args.rollouts} rollouts" + (f", beam {args.beam}" if args.beam else "") + "; "
+            + f"; rl: {args.rollouts} rollouts" + (f", beam {args.beam}" if args.beam else "")
+            + (", rl + polish: then greedy descent from its best graph" if args.polish else "") + "; "
               f"greedy/taso time limit {args.time_limit:g} s. Improvement = (before - after) / before of the cost.")
     parts = []
     if rows:
         parts.append("## RL vs greedy / TASO (one agent per model)\n\n" + table_per_model(rows))
+    if rows and (len(args.seeds) > 1 or args.polish):
+        parts.append(f"## Over seeds {' '.join(map(str, args.seeds))} (mean ± std)\n\n" + table_seeds(rows, args.episodes))
     if gen_rows:
         parts.append("## Generalisation (one agent, evaluated on a held-out model)\n\n" + table_generalise(gen_rows, rows))
     text = note + "\n\n" + "\n\n".join(parts)

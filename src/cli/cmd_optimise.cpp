@@ -102,6 +102,7 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
     ro.rollouts = o.rollouts;
     ro.beam = o.beam;
     ro.beam_branch = o.beam_branch;
+    ro.polish = o.polish;
     ro.seed = o.seed;
     opt = rl::make_rl_optimizer(ro, out.library, *out.model);
   } else {
@@ -288,6 +289,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                    {"rejected", r.report.rejected},
                    {"rejections", rejections_json(r.report.rejections)},
                    {"peak_states", r.report.peak_states},
+                   {"polish", {{"steps", r.report.polish_steps}, {"gain_ms", r.report.polish_gain}}},
                    {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},
                    {"seconds", {{"match", r.report.seconds_match}, {"apply", r.report.seconds_apply},
                                 {"cost", r.report.seconds_cost}, {"total", r.report.seconds_total}}}};

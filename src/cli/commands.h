@@ -61,6 +61,7 @@ struct OptimiseOptions {
   int rollouts = 4;
   int beam = 0;  // rl: policy-guided beam search width after the rollouts (0: off)
   int beam_branch = 8;
+  bool polish = false;  // rl: greedy descent from the agent's best graph
 };
 
 // `rlflow train-agent` (src/cli/cmd_rl.cpp).

@@ -21,6 +21,8 @@ class RolloutOptimizer : public search::Optimizer {
   virtual Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) = 0;
   // After the rollouts, a subclass may search on from the input `g` (improving `r` in place).
   virtual Status refine(GraphEnv&, const ir::Graph&, const search::Limits&, double /*elapsed_s*/, search::Result&) { return {}; }
+  // Greedy descent from r.best (RlSearchOptions::polish); its result replaces r.best if cheaper.
+  Status polish(const search::Limits& limits, double elapsed_s, search::Result& r);
   const RlSearchOptions& options() const { return o_; }
   const EnvConfig& env_config() const { return env_; }
   const std::vector<const rules::Rule*>& rules() const { return rules_; }

@@ -88,6 +88,8 @@ struct RlSearchOptions {
   int beam = 0;
   int beam_branch = 8;
   int beam_patience = 2;
+  // Then greedy descent from the best graph found, to a local optimum under single rewrites.
+  bool polish = false;
 };
 // The rules an agent or world model names, from `lib`; a missing or refuted one is an error
 // naming `origin`.

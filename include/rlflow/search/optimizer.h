@@ -35,6 +35,9 @@ struct Report {
   int64_t peak_states = 0;     // states held at once
   int64_t peak_state_bytes = 0;  // held graphs plus the states stored as deltas
   double seconds_match = 0, seconds_apply = 0, seconds_cost = 0, seconds_total = 0;
+  // rl --polish: rewrites the closing greedy descent applied, and the cost they removed (ms).
+  int64_t polish_steps = 0;
+  double polish_gain = 0;
 };
 
 struct Result {
