@@ -182,7 +182,7 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
       prove_secs += pr->seconds;
       r.status = rules::combined_status(rc.ok, &*pr);
       r.proof_outcome = std::string(rules::outcome_name(pr->outcome));
-      r.proof_reason = pr->proved() ? "" : pr->message;
+      r.proof_reason = pr->message;  // for a proved rule: the method, when it was not the axioms alone
       outcomes[r.proof_outcome]++;
       proved += r.status == rules::VerifyStatus::kProved;
       conflicts += !rc.ok && pr->proved();
@@ -196,11 +196,12 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
     } else {
       r.status = rules::VerifyStatus::kRefuted;
     }
-    rc.ok ? ++passed : ++failed;
+    // A disproved rule is false although its numeric instances passed: it fails the run.
+    rc.ok && r.status != rules::VerifyStatus::kRefuted ? ++passed : ++failed;
     row["status"] = rules::status_name(r.status);
     rows.push_back(std::move(row));
     if (!g.json)
-      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s%s\n", rc.ok ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
+      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s%s\n", rc.ok && r.status != rules::VerifyStatus::kRefuted ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
                   rc.ok ? "" : ": ", rc.message.c_str(), proof_text.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "prover_internal.h"
 #include "rlflow/rules/prover.h"
@@ -23,12 +24,13 @@ std::string_view outcome_name(ProofOutcome o) {
     case ProofOutcome::kNotProved: return "not proved";
     case ProofOutcome::kTimeout: return "timeout";
     case ProofOutcome::kError: return "error";
+    case ProofOutcome::kDisproved: return "disproved";
   }
   return "?";
 }
 
 VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof) {
-  if (!numeric_ok) return VerifyStatus::kRefuted;
+  if (!numeric_ok || (proof && proof->outcome == ProofOutcome::kDisproved)) return VerifyStatus::kRefuted;
   return proof && proof->proved() ? VerifyStatus::kProved : VerifyStatus::kNumeric;
 }
 
@@ -55,12 +57,28 @@ ProofResult prove_rule(const Rule& r, const ProofOptions& opts) {
       *dump << "; rule " << r.name << "\n" << text;
     }
     if (q.goals.empty()) res.message = "the rule maps no outputs";
+    std::vector<std::string> lifted;  // goals proved by elementwise lifting, not the axioms
+    std::set<std::string> positive;   // tensor variables whose elements are all > 0
+    for (const auto& [name, spec] : r.vars)
+      if (spec.positive) positive.insert(name);
     bool all = !q.goals.empty();
     for (const auto& g : q.goals) {
       const double left = opts.timeout_s - elapsed();
       if (left <= 0) {
         res.outcome = ProofOutcome::kTimeout;
         res.message = "output " + g.name + ": no time left";
+        all = false;
+        break;
+      }
+      std::string counterexample;
+      const auto lift = prover::prove_elementwise(c, g.source, g.target, std::min(left, 1.0), positive, &counterexample);
+      if (lift == prover::LiftOutcome::kProved) {
+        lifted.push_back(g.name);
+        continue;
+      }
+      if (lift == prover::LiftOutcome::kCounterexample) {
+        res.outcome = ProofOutcome::kDisproved;
+        res.message = "output " + g.name + " is false: over the reals the two sides differ at " + counterexample;
         all = false;
         break;
       }
@@ -88,7 +106,13 @@ ProofResult prove_rule(const Rule& r, const ProofOptions& opts) {
                                           : "the solver gave up (" + why + ")");
       break;
     }
-    if (all) res.outcome = ProofOutcome::kProved;
+    if (all) {
+      res.outcome = ProofOutcome::kProved;
+      if (!lifted.empty()) {
+        res.message = "by elementwise real arithmetic:";
+        for (const auto& n : lifted) res.message += " " + n;
+      }
+    }
   } catch (const z3::exception& e) {
     res.outcome = ProofOutcome::kError;
     res.message = std::string("solver error: ") + e.msg();
@@ -135,7 +159,7 @@ bool decode(const std::string& in, ProofResult* r) {
       !get_string(in, at, &count))
     return false;
   const int o = std::atoi(outcome.c_str());
-  if (o < 0 || o > static_cast<int>(ProofOutcome::kError)) return false;
+  if (o < 0 || o > static_cast<int>(ProofOutcome::kDisproved)) return false;
   r->outcome = static_cast<ProofOutcome>(o);
   r->seconds = std::atof(seconds.c_str());
   const int n = std::atoi(count.c_str());

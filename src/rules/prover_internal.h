@@ -5,6 +5,7 @@
 #include <z3++.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,16 @@ struct Query {
 };
 
 Query translate(const Signature& sig, const Rule& r);
+
+// prover_lift.cpp: a goal whose two sides are built only from broadcasting elementwise operators
+// over the same leaves holds if the scalar identity holds over the reals, which Z3 decides without
+// the axioms. kNotElementwise: the goal is outside that fragment (use the axioms).
+// kCounterexample: the scalar identity fails at a point that tensors filled with those values
+// realise (no uninterpreted function involved; `positive` leaves are constrained to be > 0), so
+// the rule is false; *counterexample names the point.
+enum class LiftOutcome { kProved, kNotProved, kCounterexample, kNotElementwise };
+LiftOutcome prove_elementwise(z3::context& c, const z3::expr& source, const z3::expr& target, double timeout_s,
+                              const std::set<std::string>& positive, std::string* counterexample);
 
 // Exact rational for a double (Z3 numerals from decimal strings would round).
 z3::expr real_value(z3::context& c, double v);

@@ -18,6 +18,16 @@ ir::TensorPtr positive_tensor(ir::Shape shape, uint64_t seed) {
   return ir::Tensor::from_vector(ir::DType::kFloat32, std::move(shape), v);
 }
 
+// A constant variable's values: uniform in (-3, 3). Drawn from (-1, 1) they would miss a rule that
+// only holds while 1 + b > 0 (relu(x) + b relu(x) = relu(x + b x) passed that way, and is false
+// at b = -2).
+ir::TensorPtr wide_tensor(ir::Shape shape, uint64_t seed) {
+  auto t = ir::random_tensor(shape, seed);
+  std::vector<float> v(t->data<float>().begin(), t->data<float>().end());
+  for (auto& x : v) x *= 3.0f;
+  return ir::Tensor::from_vector(ir::DType::kFloat32, std::move(shape), v);
+}
+
 }  // namespace
 
 Expected<ir::Graph> instantiate_source(const Rule& r, const Instance& inst, uint64_t seed) {
@@ -46,7 +56,7 @@ Expected<ir::Graph> instantiate_source(const Rule& r, const Instance& inst, uint
     auto spec = r.vars.count(id) ? r.vars.at(id) : TensorVar{};
     ir::ValueRef v;
     if (spec.constant)
-      v = gb.weight(id, spec.positive ? positive_tensor(shape->second, ++wseed) : ir::random_tensor(shape->second, ++wseed));
+      v = gb.weight(id, spec.positive ? positive_tensor(shape->second, ++wseed) : wide_tensor(shape->second, ++wseed));
     else
       v = gb.input(id, {ir::DType::kFloat32, shape->second});
     b.tensors[id] = v;

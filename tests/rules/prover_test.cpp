@@ -151,3 +151,39 @@ TEST(Axioms, AMalformedAxiomFileNamesTheLine) {
   EXPECT_NE(error_of(good + ";; axiom: b\n;; group: g\n(assert true)\n").find("needs a group, a why"), std::string::npos);
   EXPECT_NE(error_of("(assert true)\n").find("line 1"), std::string::npos);
 }
+
+TEST(Prover, ElementwiseGoalsAreDecidedOverTheReals) {
+  // relu(b * (x * b)) = b * (b * relu(x)) holds because b * b >= 0: the axioms' E-matching timed
+  // out on it; lifted to real arithmetic it is proved at once, and says how.
+  auto square = rules::prove_rule(shipped_rule("gen_relu_mul_mul__mul_mul_relu_231ab2"), fast());
+  EXPECT_TRUE(square.proved()) << explain(square);
+  EXPECT_NE(square.message.find("elementwise"), std::string::npos) << explain(square);
+
+  // relu(x) + s * relu(x) = relu(x + s * x) holds only for s >= -1. The generator shipped it for
+  // any s: its three instances drew s = 3, -0.5 and 1.75. The lifted goal has a counterexample,
+  // so the rule is disproved and its status is refuted whatever its instances say.
+  const std::string scale_add = R"({"name": "relu_scale_add_any_s",
+    "source": [{"id": "s0", "op": "Relu", "inputs": ["x"]}, {"id": "s1", "op": "ScalarMul", "inputs": ["s0"], "params": {"value": "$s"}},
+               {"id": "s2", "op": "Add", "inputs": ["s0", "s1"]}],
+    "target": [{"id": "t0", "op": "ScalarMul", "inputs": ["x"], "params": {"value": "$s"}}, {"id": "t1", "op": "Add", "inputs": ["x", "t0"]},
+               {"id": "t2", "op": "Relu", "inputs": ["t1"]}],
+    "outputs": {"s2": "t2"},
+    "instances": [{"shapes": {"x": [3]}, "params": {"$s": 3.0}}, {"shapes": {"x": [2, 2]}, "params": {"$s": -0.5}},
+                  {"shapes": {"x": [5]}, "params": {"$s": 1.75}}]})";
+  auto false_rule = rules::prove_rule(parse_rule(scale_add), fast());
+  EXPECT_EQ(false_rule.outcome, rules::ProofOutcome::kDisproved) << explain(false_rule);
+  EXPECT_NE(false_rule.message.find("$s = "), std::string::npos) << explain(false_rule);
+  EXPECT_EQ(rules::combined_status(true, &false_rule), rules::VerifyStatus::kRefuted);
+  // The same through the isolated prover (the outcome crosses the pipe).
+  EXPECT_EQ(rules::prove_rule_isolated(parse_rule(scale_add), fast()).outcome, rules::ProofOutcome::kDisproved);
+
+  // A model that gives Sigmoid some interpretation is no counterexample: sigmoid(x) * 2 =
+  // sigmoid(x + x) is false, but the lifted check may only say "not proved" for it.
+  auto sig = rules::prove_rule(parse_rule(R"({"name": "sigmoid_double",
+    "source": [{"id": "s0", "op": "Sigmoid", "inputs": ["x"]}, {"id": "s1", "op": "Add", "inputs": ["s0", "s0"]}],
+    "target": [{"id": "t0", "op": "Add", "inputs": ["x", "x"]}, {"id": "t1", "op": "Sigmoid", "inputs": ["t0"]}],
+    "outputs": {"s1": "t1"}, "instances": [{"shapes": {"x": [3]}}, {"shapes": {"x": [2, 2]}}, {"shapes": {"x": [5]}}]})"),
+                             [] { rules::ProofOptions o; o.timeout_s = 2; return o; }());
+  EXPECT_FALSE(sig.proved()) << explain(sig);
+  EXPECT_NE(sig.outcome, rules::ProofOutcome::kDisproved) << explain(sig);
+}

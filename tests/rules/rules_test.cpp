@@ -439,6 +439,23 @@ TEST(Verifier, AWrongRuleIsCaught) {
   EXPECT_FALSE(rc.ok);
 }
 
+TEST(Verifier, ARuleTrueOnlyForSmallConstantsIsCaught) {
+  // relu(x) + b * relu(x) = relu(x + b * x) holds while 1 + b >= 0. Constants drawn from (-1, 1)
+  // never showed it; the generator shipped two such rules. Drawn from (-3, 3) they do.
+  auto text = R"({"format": "rlflow-rules", "version": 1, "rules": [
+    {"name": "relu_mul_add_small_b", "vars": {"b": {"constant": true}},
+     "source": [{"id": "s0", "op": "Relu", "inputs": ["x"]}, {"id": "s1", "op": "Mul", "inputs": ["b", "s0"]},
+                {"id": "s2", "op": "Add", "inputs": ["s0", "s1"]}],
+     "target": [{"id": "t0", "op": "Mul", "inputs": ["x", "b"]}, {"id": "t1", "op": "Add", "inputs": ["x", "t0"]},
+                {"id": "t2", "op": "Relu", "inputs": ["t1"]}],
+     "outputs": {"s2": "t2"},
+     "instances": [{"shapes": {"x": [2, 4, 5, 7], "b": [4, 1, 1]}}, {"shapes": {"x": [1, 3, 2, 2], "b": [3, 1, 1]}},
+                   {"shapes": {"x": [2, 6, 3, 3], "b": [6, 1, 1]}}]}]})";
+  auto lib = rules::parse_library(text, "test");
+  ASSERT_TRUE(lib.ok()) << lib.error().message;
+  EXPECT_FALSE(rules::verify_numerically(lib->rules[0]).ok);
+}
+
 namespace {
 
 // Field by field: apply_into must build exactly apply's graph (node order, ids, names included).

@@ -23,6 +23,7 @@ enum class ProofOutcome {
   kNotProved,  // the solver gave up (incomplete quantifier instantiation) or found a model
   kTimeout,
   kError,  // the query could not be built (solver exception)
+  kDisproved,  // a genuine counterexample: the rule is false (elementwise goals, see prover_lift.cpp)
 };
 std::string_view outcome_name(ProofOutcome o);
 
@@ -30,7 +31,7 @@ struct ProofResult {
   std::string rule;
   ProofOutcome outcome = ProofOutcome::kNotProved;
   double seconds = 0;
-  std::string message;                     // why it is not proved; empty when proved
+  std::string message;                     // why it is not proved; when proved, empty or the method
   std::vector<std::string> notes;          // parts of the rule the translation could not model
   bool proved() const { return outcome == ProofOutcome::kProved; }
 };
@@ -62,6 +63,6 @@ AxiomFile parse_axiom_file(const std::string& text);
 
 // The status a rule gets from a numeric check (ok or not) and an optional proof: a failed numeric
 // check refutes; a proof upgrades a numeric pass to proved.
-VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);
+VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);  // disproved: refuted
 
 }  // namespace rlflow::rules
