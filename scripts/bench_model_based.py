@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The model-based benchmark: real environment steps of the dream-trained agent against the model-free agent.
 
-Per model (default squeezenet1_1 resnet18 bert_base), analytic cost model (--device-profile, default h100-datasheet):
+Per model (default squeezenet1_1 resnet18 bert_base), analytic cost model (--device-profile, default h100-datasheet),
+or the recorded H100 timings (--cost-model recorded --device-profile h100):
 1. greedy and taso: `rlflow optimise M --search greedy|taso`.
 2. Model-based: `rlflow train-world-model --model M --out DIR/M.wm.pt --episodes W --seed S` (random frozen encoder:
    no real steps are spent on it), then `rlflow train-agent --world-model DIR/M.wm.pt --model M --out DIR/M.mb.pt
@@ -152,13 +153,15 @@ def main() -> int:
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --rollouts for both agents (default 8)")
     ap.add_argument("--time-limit", type=float, default=120, help="optimise --time-limit (default 120)")
     ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
+    ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
+                    help="analytic (default), or recorded: the recorded H100 timings, with --device-profile h100; both deterministic")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per rlflow run (default: none)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "results" / "model_based")
     ap.add_argument("--md", type=Path, default=ROOT / "results" / "bench_model_based.md")
     ap.add_argument("--json-out", type=Path, default=ROOT / "results" / "bench_model_based.json")
     ap.add_argument("--binary", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
     args = ap.parse_args()
-    args.cost_model, args.deterministic = "analytic", True
+    args.deterministic = args.cost_model == "analytic"  # recorded is deterministic by itself
     if min(args.wm_episodes, args.dream_episodes, args.dream_batch, args.mf_episodes) < 1:
         print("bench_model_based: error: episode counts and --dream-batch must be >= 1", file=sys.stderr)
         return 2
@@ -179,7 +182,7 @@ def main() -> int:
         failed = failed or any("error" in row[k] for k in ("greedy", "taso", "model_based", "model_free"))
         rows.append(row)
         args.json_out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
-    md = (f"Model-based vs model-free (analytic cost, profile {args.device_profile or 'none'}, seed {args.seed}; "
+    md = (f"Model-based vs model-free ({args.cost_model} cost, profile {args.device_profile or 'none'}, seed {args.seed}; "
           f"world model from {args.wm_episodes} random-agent episodes with a random frozen encoder; "
           f"{args.dream_episodes} dream episodes, {args.dream_batch} per update; optimise --rollouts {args.rollouts}; "
           f"{time.strftime('%Y-%m-%d %H:%M')}).\n\n" + table(rows) + "\n")
