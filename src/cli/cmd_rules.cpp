@@ -197,11 +197,12 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
       r.status = rules::VerifyStatus::kRefuted;
     }
     // A disproved rule is false although its numeric instances passed: it fails the run.
-    rc.ok && r.status != rules::VerifyStatus::kRefuted ? ++passed : ++failed;
+    const bool ok = rc.ok && r.status != rules::VerifyStatus::kRefuted;
+    ok ? ++passed : ++failed;
     row["status"] = rules::status_name(r.status);
     rows.push_back(std::move(row));
     if (!g.json)
-      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s%s\n", rc.ok && r.status != rules::VerifyStatus::kRefuted ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
+      std::printf("%-4s %-32s %zu instances, max diff %.2g%s%s%s\n", ok ? "OK" : "FAIL", r.name.c_str(), rc.instances.size(), worst,
                   rc.ok ? "" : ": ", rc.message.c_str(), proof_text.c_str());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -28,6 +28,9 @@ namespace {
 class Lifter {
  public:
   explicit Lifter(z3::context& c) : c_(c) {}
+  // Whether an uninterpreted function (Sigmoid, Tanh, Erf) took part: then a model of the
+  // negated identity proves nothing.
+  bool used_functions() const { return !funs_.empty(); }
 
   // The scalar form of a tensor term, or nullopt when the term is not elementwise.
   std::optional<z3::expr> lift(const z3::expr& e, std::set<std::string>& leaves) {
@@ -89,9 +92,6 @@ class Lifter {
 
   z3::context& c_;
   std::map<std::string, z3::func_decl> funs_;
-
- public:
-  bool used_functions() const { return !funs_.empty(); }
 };
 
 }  // namespace
@@ -114,8 +114,6 @@ LiftOutcome prove_elementwise(z3::context& c, const z3::expr& source, const z3::
   s.add(*f != *g);
   const auto verdict = s.check();
   if (verdict == z3::unsat) return LiftOutcome::kProved;
-  // A model is a genuine counterexample only when no uninterpreted function took part (the
-  // solver may interpret Sigmoid, say, as it pleases).
   if (verdict != z3::sat || lifter.used_functions()) return LiftOutcome::kNotProved;
   const z3::model m = s.get_model();
   std::string at;

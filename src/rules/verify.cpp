@@ -11,20 +11,13 @@ namespace rlflow::rules {
 
 namespace {
 
-ir::TensorPtr positive_tensor(ir::Shape shape, uint64_t seed) {
+// A constant variable's values, from a uniform draw u in (-1, 1): |u| + 0.5 for a positive one,
+// else 3u, in (-3, 3). Drawn from (-1, 1) they would miss a rule that only holds while 1 + b > 0
+// (relu(x) + b relu(x) = relu(x + b x) passed that way, and is false at b = -2).
+ir::TensorPtr constant_values(ir::Shape shape, uint64_t seed, bool positive) {
   auto t = ir::random_tensor(shape, seed);
   std::vector<float> v(t->data<float>().begin(), t->data<float>().end());
-  for (auto& x : v) x = std::fabs(x) + 0.5f;
-  return ir::Tensor::from_vector(ir::DType::kFloat32, std::move(shape), v);
-}
-
-// A constant variable's values: uniform in (-3, 3). Drawn from (-1, 1) they would miss a rule that
-// only holds while 1 + b > 0 (relu(x) + b relu(x) = relu(x + b x) passed that way, and is false
-// at b = -2).
-ir::TensorPtr wide_tensor(ir::Shape shape, uint64_t seed) {
-  auto t = ir::random_tensor(shape, seed);
-  std::vector<float> v(t->data<float>().begin(), t->data<float>().end());
-  for (auto& x : v) x *= 3.0f;
+  for (auto& x : v) x = positive ? std::fabs(x) + 0.5f : 3.0f * x;
   return ir::Tensor::from_vector(ir::DType::kFloat32, std::move(shape), v);
 }
 
@@ -56,7 +49,7 @@ Expected<ir::Graph> instantiate_source(const Rule& r, const Instance& inst, uint
     auto spec = r.vars.count(id) ? r.vars.at(id) : TensorVar{};
     ir::ValueRef v;
     if (spec.constant)
-      v = gb.weight(id, spec.positive ? positive_tensor(shape->second, ++wseed) : wide_tensor(shape->second, ++wseed));
+      v = gb.weight(id, constant_values(shape->second, ++wseed, spec.positive));
     else
       v = gb.input(id, {ir::DType::kFloat32, shape->second});
     b.tensors[id] = v;

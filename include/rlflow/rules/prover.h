@@ -62,7 +62,7 @@ struct AxiomFile {
 AxiomFile parse_axiom_file(const std::string& text);
 
 // The status a rule gets from a numeric check (ok or not) and an optional proof: a failed numeric
-// check refutes; a proof upgrades a numeric pass to proved.
-VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);  // disproved: refuted
+// check or a disproof refutes; a proof upgrades a numeric pass to proved.
+VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof);
 
 }  // namespace rlflow::rules
