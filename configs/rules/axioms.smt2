@@ -23,6 +23,10 @@
 (define-fun swap4 ((l L)) L (l4 (nth l 1) (nth l 0) (nth l 3) (nth l 2)))
 (define-fun hwperm ((q L)) Bool (= q (l4 0 1 3 2)))
 (define-fun perchannel ((b T) (x T)) Bool (= (shape b) (cons (dim x 1) (ones (- (rank x) 2)))))
+(define-fun chanflat4 ((b T) (x T)) Bool (and (= (rank x) 4) (= (rank b) 3) (or (= (dim b 0) (dim x 1)) (= (dim b 0) 1)) (= (dim b 1) 1) (= (dim b 2) 1)))
+(define-fun same4 ((a T) (b T)) Bool (and (= (rank a) 4) (= (rank b) 4) (= (dim a 0) (dim b 0)) (= (dim a 1) (dim b 1)) (= (dim a 2) (dim b 2)) (= (dim a 3) (dim b 3))))
+(define-fun l3 ((a Int) (b Int) (c Int)) L (cons a (cons b (cons c nil))))
+(define-fun tperm ((r Int)) L (ite (= r 2) (l2 1 0) (l3 0 2 1)))
 (define-fun flat_on ((b T) (a T) (ax Int)) Bool (and (>= (rank a) (rank b)) (<= 0 ax) (or (< ax (- (rank a) (rank b))) (= (dim b (- ax (- (rank a) (rank b)))) 1))))
 (define-fun hwflat ((b T)) Bool (or (= (rank b) 0) (and (= (rank b) 1) (= (dim b 0) 1)) (and (>= (rank b) 2) (<= (rank b) 4) (= (dim b (- (rank b) 1)) 1) (= (dim b (- (rank b) 2)) 1))))
 
@@ -1044,15 +1048,27 @@
 
 ;; ---------------- conv ----------------
 
+;; axiom: matmul_transpose_batched
+;; group: matmul
+;; why: (AB)^T = B^T A^T for every matrix of a batch: a rank-3 product (one operand of rank 3, the
+;;   other of rank 2 or 3, batch dims broadcast) transposed on its last two axes is the product of the
+;;   operands each transposed on its last two axes, in the other order.
+(assert (forall ((a T) (b T) (p L)) (! (=> (and (= p (l3 0 2 1)) (or (= (rank a) 2) (= (rank a) 3)) (or (= (rank b) 2) (= (rank b) 3)) (or (= (rank a) 3) (= (rank b) 3))) (= (Transpose (MatMul a b) p) (MatMul (Transpose b (tperm (rank b))) (Transpose a (tperm (rank a)))))) :qid matmul_transpose_batched :pattern ((Transpose (MatMul a b) p)))))
+
+;; axiom: matmul_transpose_batched_rev
+;; group: matmul
+;; why: The reverse of matmul_transpose_batched.
+(assert (forall ((a T) (b T) (q L) (r L)) (! (=> (and (or (= (rank a) 2) (= (rank a) 3)) (or (= (rank b) 2) (= (rank b) 3)) (or (= (rank a) 3) (= (rank b) 3)) (= q (tperm (rank b))) (= r (tperm (rank a)))) (= (MatMul (Transpose b q) (Transpose a r)) (Transpose (MatMul a b) (l3 0 2 1)))) :qid matmul_transpose_batched_rev :pattern ((MatMul (Transpose b q) (Transpose a r))))))
+
 ;; axiom: conv_add_weight
 ;; group: conv
 ;; why: Convolution is linear in the kernel.
-(assert (forall ((x T) (w T) (v T) (s L) (p L) (d L) (g Int)) (! (=> (= (shape w) (shape v)) (= (Conv x (Add w v) s p d g) (Add (Conv x w s p d g) (Conv x v s p d g)))) :qid conv_add_weight :pattern ((Conv x (Add w v) s p d g)) :pattern ((Add (Conv x w s p d g) (Conv x v s p d g))))))
+(assert (forall ((x T) (w T) (v T) (s L) (p L) (d L) (g Int)) (! (=> (or (= (shape w) (shape v)) (same4 w v)) (= (Conv x (Add w v) s p d g) (Add (Conv x w s p d g) (Conv x v s p d g)))) :qid conv_add_weight :pattern ((Conv x (Add w v) s p d g)) :pattern ((Add (Conv x w s p d g) (Conv x v s p d g))))))
 
 ;; axiom: conv_add_input
 ;; group: conv
 ;; why: Convolution is linear in the input (zero padding is linear too).
-(assert (forall ((x T) (y T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (= (shape x) (shape y)) (= (Conv (Add x y) w s p d g) (Add (Conv x w s p d g) (Conv y w s p d g)))) :qid conv_add_input :pattern ((Conv (Add x y) w s p d g)) :pattern ((Add (Conv x w s p d g) (Conv y w s p d g))))))
+(assert (forall ((x T) (y T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (or (= (shape x) (shape y)) (same4 x y)) (= (Conv (Add x y) w s p d g) (Add (Conv x w s p d g) (Conv y w s p d g)))) :qid conv_add_input :pattern ((Conv (Add x y) w s p d g)) :pattern ((Add (Conv x w s p d g) (Conv y w s p d g))))))
 
 ;; axiom: conv_smul_weight
 ;; group: conv
@@ -1123,14 +1139,32 @@
 
 ;; axiom: conv_scale_in_channels
 ;; group: conv
-;; why: Scaling input channel c (a [C, 1, ..., 1] factor) is scaling the kernels' input channel c; zero
-;;   padding stays zero. (Without groups, so the factor lines up with the kernel's second axis.)
-(assert (forall ((x T) (b T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (and (= g 1) (>= (rank x) 3) (= (rank w) (rank x)) (perchannel b x)) (= (Conv (Mul x b) w s p d g) (Conv x (Mul w b) s p d g))) :qid conv_scale_in_channels :pattern ((Conv (Mul x b) w s p d g)))))
+;; why: Scaling input channel c (a [C, 1, ..., 1] factor, or a rank-3 [C or 1, 1, 1] one on a rank-4
+;;   input, which broadcasts the same way) is scaling the kernels' input channel c; zero padding stays zero. (Without groups, so the factor lines up with the kernel's second axis.)
+(assert (forall ((x T) (b T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (and (= g 1) (>= (rank x) 3) (= (rank w) (rank x)) (or (perchannel b x) (chanflat4 b x))) (= (Conv (Mul x b) w s p d g) (Conv x (Mul w b) s p d g))) :qid conv_scale_in_channels :pattern ((Conv (Mul x b) w s p d g)))))
 
 ;; axiom: conv_scale_in_channels_rev
 ;; group: conv
 ;; why: The reverse of conv_scale_in_channels.
-(assert (forall ((x T) (b T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (and (= g 1) (>= (rank x) 3) (= (rank w) (rank x)) (perchannel b x)) (= (Conv x (Mul w b) s p d g) (Conv (Mul x b) w s p d g))) :qid conv_scale_in_channels_rev :pattern ((Conv x (Mul w b) s p d g)))))
+(assert (forall ((x T) (b T) (w T) (s L) (p L) (d L) (g Int)) (! (=> (and (= g 1) (>= (rank x) 3) (= (rank w) (rank x)) (or (perchannel b x) (chanflat4 b x))) (= (Conv x (Mul w b) s p d g) (Conv (Mul x b) w s p d g))) :qid conv_scale_in_channels_rev :pattern ((Conv x (Mul w b) s p d g)))))
+
+;; axiom: identity_kernel_enlarge
+;; group: conv
+;; why: The identity kernel (Constant fill 1) of odd spatial size k1 x k2 has its ones at the centre
+;;   (k1/2, k2/2), which is where zero-padding the 1x1 identity kernel of the same channels by
+;;   (k - 1)/2 on each side puts them; all other taps are zero in both.
+(assert (forall ((f Int) (sh L) (dt Int) (v Real)) (! (=> (and (= f 1) (= (len sh) 4) (= (mod (nth sh 2) 2) 1) (= (mod (nth sh 3) 2) 1) (or (> (nth sh 2) 1) (> (nth sh 3) 1))) (= (Const f sh dt v) (Enlarge (Const f (l4 (nth sh 0) (nth sh 1) 1 1) dt v) (l2 (nth sh 2) (nth sh 3))))) :qid identity_kernel_enlarge :pattern ((Const f sh dt v)))))
+
+;; axiom: enlarge_mul_hwflat
+;; group: conv
+;; why: Multiplying a rank-4 kernel by a factor that is constant over the two spatial axes (hwflat)
+;;   commutes with zero-padding those axes: the padded taps stay zero, the others are scaled alike.
+(assert (forall ((w T) (b T) (k L)) (! (=> (and (= (rank w) 4) (<= (rank b) 4) (hwflat b)) (= (Enlarge (Mul b w) k) (Mul b (Enlarge w k)))) :qid enlarge_mul_hwflat :pattern ((Enlarge (Mul b w) k)) :pattern ((Mul b (Enlarge w k))))))
+
+;; axiom: enlarge_mul_hwflat_r
+;; group: conv
+;; why: enlarge_mul_hwflat with the factor as the second operand.
+(assert (forall ((w T) (b T) (k L)) (! (=> (and (= (rank w) 4) (<= (rank b) 4) (hwflat b)) (= (Enlarge (Mul w b) k) (Mul (Enlarge w k) b))) :qid enlarge_mul_hwflat_r :pattern ((Enlarge (Mul w b) k)) :pattern ((Mul (Enlarge w k) b)))))
 
 ;; axiom: conv1x1_transpose_hw
 ;; group: conv
@@ -1213,23 +1247,35 @@
 ;; axiom: avgpool_add
 ;; group: pooling
 ;; why: Averaging is linear.
-(assert (forall ((x T) (y T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (= (shape x) (shape y)) (= (AvgPool (Add x y) k s p c i) (Add (AvgPool x k s p c i) (AvgPool y k s p c i)))) :qid avgpool_add :pattern ((AvgPool (Add x y) k s p c i)) :pattern ((Add (AvgPool x k s p c i) (AvgPool y k s p c i))))))
+(assert (forall ((x T) (y T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (or (= (shape x) (shape y)) (same4 x y)) (= (AvgPool (Add x y) k s p c i) (Add (AvgPool x k s p c i) (AvgPool y k s p c i)))) :qid avgpool_add :pattern ((AvgPool (Add x y) k s p c i)) :pattern ((Add (AvgPool x k s p c i) (AvgPool y k s p c i))))))
 
 ;; axiom: avgpool_mul_channel
 ;; group: pooling
 ;; why: Scaling a channel by a constant scales its averages.
-(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (perchannel b x) (= (AvgPool (Mul x b) k s p c i) (Mul (AvgPool x k s p c i) b))) :qid avgpool_mul_channel :pattern ((AvgPool (Mul x b) k s p c i)) :pattern ((Mul (AvgPool x k s p c i) b)))))
+(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (or (perchannel b x) (chanflat4 b x)) (= (AvgPool (Mul x b) k s p c i) (Mul (AvgPool x k s p c i) b))) :qid avgpool_mul_channel :pattern ((AvgPool (Mul x b) k s p c i)) :pattern ((Mul (AvgPool x k s p c i) b)))))
 
 ;; axiom: maxpool_add_channel
 ;; group: pooling
 ;; why: Shifting a channel by a constant shifts its maxima (-infinity padding stays -infinity).
-(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (or (= (rank b) 0) (perchannel b x)) (= (MaxPool (Add x b) k s p c i) (Add (MaxPool x k s p c i) b))) :qid maxpool_add_channel :pattern ((MaxPool (Add x b) k s p c i)) :pattern ((Add (MaxPool x k s p c i) b)))))
+(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (or (= (rank b) 0) (perchannel b x) (chanflat4 b x)) (= (MaxPool (Add x b) k s p c i) (Add (MaxPool x k s p c i) b))) :qid maxpool_add_channel :pattern ((MaxPool (Add x b) k s p c i)) :pattern ((Add (MaxPool x k s p c i) b)))))
 
 ;; axiom: avgpool_add_channel
 ;; group: pooling
 ;; why: Shifting a channel by a constant shifts its averages, when padded zeros are not counted
 ;;   (count_include_pad 0) or there are none.
-(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (and (or (= (rank b) 0) (perchannel b x)) (or (= i 0) (and (= c 0) (= p (zeros (len p)))))) (= (AvgPool (Add x b) k s p c i) (Add (AvgPool x k s p c i) b))) :qid avgpool_add_channel :pattern ((AvgPool (Add x b) k s p c i)) :pattern ((Add (AvgPool x k s p c i) b)))))
+(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (and (or (= (rank b) 0) (perchannel b x) (chanflat4 b x)) (or (= i 0) (and (= c 0) (= p (zeros (len p)))))) (= (AvgPool (Add x b) k s p c i) (Add (AvgPool x k s p c i) b))) :qid avgpool_add_channel :pattern ((AvgPool (Add x b) k s p c i)) :pattern ((Add (AvgPool x k s p c i) b)))))
+
+;; axiom: maxpool_biasadd
+;; group: pooling
+;; why: Shifting a channel by a constant shifts its maxima (-infinity padding stays -infinity); pooling
+;;   keeps the channel axis, so the bias stays per channel.
+(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (= (MaxPool (BiasAdd x b) k s p c i) (BiasAdd (MaxPool x k s p c i) b)) :qid maxpool_biasadd :pattern ((MaxPool (BiasAdd x b) k s p c i)) :pattern ((BiasAdd (MaxPool x k s p c i) b)))))
+
+;; axiom: avgpool_biasadd
+;; group: pooling
+;; why: avgpool_add_channel for a bias: shifting a channel by a constant shifts its averages, when
+;;   padded zeros are not counted (count_include_pad 0) or there are none.
+(assert (forall ((x T) (b T) (k L) (s L) (p L) (c Int) (i Int)) (! (=> (or (= i 0) (and (= c 0) (= p (zeros (len p))))) (= (AvgPool (BiasAdd x b) k s p c i) (BiasAdd (AvgPool x k s p c i) b))) :qid avgpool_biasadd :pattern ((AvgPool (BiasAdd x b) k s p c i)) :pattern ((BiasAdd (AvgPool x k s p c i) b)))))
 
 ;; axiom: transpose_batchnorm
 ;; group: pooling
@@ -1276,10 +1322,32 @@
 ;;   by the sum of the biases.
 (assert (forall ((a T) (b T) (c T) (e T)) (! (=> (and (= (rank a) (rank c)) (= (dim a 1) (dim c 1)) (= (rank b) 1) (= (rank e) 1) (= (dim b 0) (dim e 0))) (= (Add (BiasAdd a b) (BiasAdd c e)) (BiasAdd (Add a c) (Add b e)))) :qid add_biasadd_biasadd :pattern ((Add (BiasAdd a b) (BiasAdd c e))))))
 
+;; axiom: smul_biasadd
+;; group: per-channel
+;; why: (y + b)u = yu + bu per channel; SMul keeps shapes, so the bias still has one value per channel.
+(assert (forall ((y T) (b T) (u Real)) (! (= (SMul (BiasAdd y b) u) (BiasAdd (SMul y u) (SMul b u))) :qid smul_biasadd :pattern ((SMul (BiasAdd y b) u)) :pattern ((BiasAdd (SMul y u) (SMul b u))))))
+
+;; axiom: transpose_hw_biasadd
+;; group: per-channel
+;; why: Swapping the last two axes of a rank-4 tensor leaves the channel axis (1) in place, so a
+;;   per-channel bias commutes with it.
+(assert (forall ((y T) (b T) (q L)) (! (=> (and (hwperm q) (= (rank y) 4)) (= (Transpose (BiasAdd y b) q) (BiasAdd (Transpose y q) b))) :qid transpose_hw_biasadd :pattern ((Transpose (BiasAdd y b) q)) :pattern ((BiasAdd (Transpose y q) b)))))
+
+;; axiom: nhwc_add_biasadd
+;; group: per-channel
+;; why: After perm [0, 2, 3, 1] the channels are the last axis, where a rank-1 tensor of C values
+;;   broadcasts: adding it is adding a per-channel bias before the transpose.
+(assert (forall ((y T) (b T) (q L)) (! (=> (and (= q (l4 0 2 3 1)) (= (rank y) 4) (= (rank b) 1) (= (dim b 0) (dim y 1))) (= (Add b (Transpose y q)) (Transpose (BiasAdd y b) q))) :qid nhwc_add_biasadd :pattern ((Add b (Transpose y q))) :pattern ((Transpose (BiasAdd y b) q)))))
+
 ;; axiom: chmul_biasadd
 ;; group: per-channel
 ;; why: (y + b) k = yk + bk per channel.
 (assert (forall ((y T) (b T) (k T)) (! (=> (= (shape b) (shape k)) (= (ChMul (BiasAdd y b) k) (BiasAdd (ChMul y k) (Mul b k)))) :qid chmul_biasadd :pattern ((ChMul (BiasAdd y b) k)))))
+
+;; axiom: biasadd_concat_batch
+;; group: per-channel
+;; why: Stacking batch items (axis 0) keeps the channel axis, so a per-channel bias adds to each part.
+(assert (forall ((y T) (z T) (b T) (ax Int)) (! (=> (and (= ax 0) (>= (rank y) 2)) (= (BiasAdd (Concat y z ax) b) (Concat (BiasAdd y b) (BiasAdd z b) ax))) :qid biasadd_concat_batch :pattern ((BiasAdd (Concat y z ax) b)) :pattern ((Concat (BiasAdd y b) (BiasAdd z b) ax)))))
 
 ;; axiom: biasadd_concat
 ;; group: per-channel

@@ -57,12 +57,13 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
   auto lib = load(o, &path);
   if (!lib) return report_error(g, lib.error());
   std::map<std::string, int> by_status, by_provenance, by_proof, default_by_proof, reasons;
-  int in_default = 0;
+  int in_default = 0, default_in_use = 0;  // marked for the default set; of those, proved (select_rules uses them)
   json rows = json::array();
   for (const auto& r : lib->rules) {
     by_status[std::string(rules::status_name(r.status))]++;
     by_provenance[r.provenance]++;
     in_default += r.in_default_set;
+    default_in_use += r.in_default_set && r.status == rules::VerifyStatus::kProved;
     const std::string outcome = r.status == rules::VerifyStatus::kRefuted ? "refuted"
                                 : r.proof_outcome.empty()                 ? "never attempted"
                                                                           : r.proof_outcome;
@@ -82,7 +83,7 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
       gen = {{"depth", lib->generator.depth}, {"seconds", lib->generator.seconds}, {"command", lib->generator.command}, {"totals", totals}};
     }
     std::cout << json{{"file", path}, {"rules", o.summary ? json::array() : rows}, {"total", lib->rules.size()},
-                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"generator", gen},
+                      {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"default_set_in_use", default_in_use}, {"generator", gen},
                       {"by_proof", by_proof}, {"default_set_by_proof", default_by_proof}, {"unproved_reasons", reasons}}
                      .dump(2)
               << std::endl;
@@ -101,7 +102,8 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
   std::printf("); ");
   first = true;
   for (const auto& [k, v] : by_status) std::printf("%s%d %s", first ? "" : ", ", v, k.c_str()), first = false;
-  std::printf("; %d in the default set\n", in_default);
+  std::printf("; %d marked for the default set, of which %d proved and in use (unproved ones stay out; --all-rules adds them)\n",
+              in_default, default_in_use);
   auto print_counts = [](const char* label, const std::map<std::string, int>& m) {
     std::printf("%s", label);
     bool first = true;
@@ -109,7 +111,7 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
     std::printf("\n");
   };
   print_counts("proofs (rules verify --prove --write):", by_proof);
-  print_counts("proofs in the default set:", default_by_proof);
+  print_counts("proofs of the rules marked for the default set:", default_by_proof);
   if (!reasons.empty()) {
     std::vector<std::pair<int, std::string>> top;
     for (const auto& [k, v] : reasons) top.emplace_back(v, k);
