@@ -917,7 +917,8 @@
 ;; axiom: transpose_compose
 ;; group: transpose/reshape
 ;; why: Transposing by p then q moves input dim p[q[i]] to position i: one Transpose by permute(p, q).
-(assert (forall ((x T) (p L) (q L)) (! (= (Transpose (Transpose x p) q) (Transpose x (permute p q))) :qid transpose_compose :pattern ((Transpose (Transpose x p) q)))))
+;;   (:weight 3 delays its instances: with x = Transpose(x, identity) its pattern matches its own output.)
+(assert (forall ((x T) (p L) (q L)) (! (= (Transpose (Transpose x p) q) (Transpose x (permute p q))) :qid transpose_compose :weight 3 :pattern ((Transpose (Transpose x p) q)))))
 
 ;; axiom: transpose_identity
 ;; group: transpose/reshape
