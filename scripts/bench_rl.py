@@ -85,7 +85,8 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
     res = {"wall_s": r["wall_s"], "before_ms": before, "after_ms": after, "cost_model": cost.get("model"),
            "search_s": ((doc.get("search_report") or {}).get("seconds") or {}).get("total"),
            "stop": (doc.get("search_report") or {}).get("stop_reason"), "steps": len(doc.get("steps") or []),
-           "rules_applied": doc.get("rules_applied")}
+           "rules_applied": doc.get("rules_applied"),
+           "fallback": (doc.get("search_report") or {}).get("fallback")}
     if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
         res["improvement"] = (before - after) / before
     else:
@@ -162,7 +163,8 @@ def per_model(args, name: str, tmp: Path) -> dict:
             if args.polish:
                 log(f"{stem}: optimise --search rl ... --polish")
                 run["rl_polish"] = optimise(args, model, tmp / f"{stem}.rlp.onnx", "rl",
-                                            rl_extra(args, run["train"]["agent"]) + ["--polish"])
+                                            rl_extra(args, run["train"]["agent"]) + ["--polish"]
+                                            + (["--never-below-greedy"] if args.never_below_greedy else []))
         row["runs"].append(run)
     row["train"], row["rl"] = row["runs"][0]["train"], row["runs"][0]["rl"]
     png = args.out_dir / f"bench_rl_{stem}.png"
@@ -373,6 +375,9 @@ def main() -> int:
                     help="per-model agents: one per seed, and a mean ± std table over them (default: --seed alone)")
     ap.add_argument("--polish", action="store_true",
                     help="also run optimise --search rl --polish (greedy descent from the agent's best graph) per agent")
+    ap.add_argument("--never-below-greedy", action="store_true",
+                    help="with --polish: optimise --never-below-greedy too (greedy from the input as a fallback; "
+                         "the JSON records when greedy's graph was returned)")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
     ap.add_argument("--beam", type=int, default=0,
                     help="optimise --search rl --beam W: policy-guided beam search after the rollouts (default 0: none)")

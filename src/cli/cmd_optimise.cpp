@@ -103,6 +103,7 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
     ro.beam = o.beam;
     ro.beam_branch = o.beam_branch;
     ro.polish = o.polish;
+    ro.never_below_greedy = o.never_below_greedy;
     ro.seed = o.seed;
     opt = rl::make_rl_optimizer(ro, out.library, *out.model);
   } else {
@@ -290,6 +291,9 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                    {"rejections", rejections_json(r.report.rejections)},
                    {"peak_states", r.report.peak_states},
                    {"polish", {{"steps", r.report.polish_steps}, {"gain_ms", r.report.polish_gain}}},
+                   {"fallback", o.never_below_greedy ? json{{"agent_ms", r.report.agent_cost}, {"greedy_ms", r.report.fallback_cost},
+                                                            {"greedy_returned", r.report.fallback_won}}
+                                                     : json(nullptr)},
                    {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},
                    {"seconds", {{"match", r.report.seconds_match}, {"apply", r.report.seconds_apply},
                                 {"cost", r.report.seconds_cost}, {"total", r.report.seconds_total}}}};

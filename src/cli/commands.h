@@ -62,6 +62,7 @@ struct OptimiseOptions {
   int beam = 0;  // rl: policy-guided beam search width after the rollouts (0: off)
   int beam_branch = 8;
   bool polish = false;  // rl: greedy descent from the agent's best graph
+  bool never_below_greedy = false;  // rl: greedy from the input too; the cheaper graph is returned
 };
 
 // `rlflow train-agent` (src/cli/cmd_rl.cpp).

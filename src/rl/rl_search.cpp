@@ -51,9 +51,32 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
     if (auto st = refine(env, g, limits, elapsed(), r); !st.ok()) return st.error();
   if (o_.polish && r.stop == search::StopReason::kRolloutsDone)
     if (auto st = polish(limits, elapsed(), r); !st.ok()) return st.error();
+  if (o_.never_below_greedy && r.stop == search::StopReason::kRolloutsDone)
+    if (auto st = fallback(g, limits, elapsed(), r); !st.ok()) return st.error();
   r.report.unique_graphs = env.distinct_graphs();
   r.report.seconds_total = elapsed();
   return r;
+}
+
+Expected<std::optional<search::Result>> RolloutOptimizer::descend(const ir::Graph& start, const search::Limits& limits,
+                                                                   double elapsed_s, search::Result& r) {
+  search::Limits left = limits;
+  left.budget = limits.budget - r.report.expanded;
+  if (limits.time_limit_s > 0) left.time_limit_s = limits.time_limit_s - elapsed_s;
+  if (left.budget <= 0 || (limits.time_limit_s > 0 && left.time_limit_s <= 0)) {
+    r.stop = left.budget <= 0 ? search::StopReason::kBudget : search::StopReason::kTimeLimit;
+    return std::optional<search::Result>{};
+  }
+  auto greedy = search::make_optimizer("greedy", rules_, model_);
+  if (!greedy) return greedy.error();
+  auto p = (*greedy)->run(start, left);
+  if (!p) return p.error();
+  r.report.expanded += p->report.expanded;
+  r.report.generated += p->report.generated;
+  r.report.rejected += p->report.rejected;
+  for (size_t i = 0; i < r.report.rejections.size(); ++i) r.report.rejections[i] += p->report.rejections[i];
+  if (p->stop == search::StopReason::kTimeLimit || p->stop == search::StopReason::kBudget) r.stop = p->stop;
+  return std::optional<search::Result>(std::move(*p));
 }
 
 // Local-optimum polish: greedy descent (every rule, every match, the cheapest child while it is
@@ -62,29 +85,33 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
 // (Polishing the 4 or 8 cheapest distinct graphs met instead of the best one was tried and gave the
 // same results on inception_v3, in more time.)
 Status RolloutOptimizer::polish(const search::Limits& limits, double elapsed_s, search::Result& r) {
-  search::Limits left = limits;
-  left.budget = limits.budget - r.report.expanded;
-  if (limits.time_limit_s > 0) left.time_limit_s = limits.time_limit_s - elapsed_s;
-  if (left.budget <= 0 || (limits.time_limit_s > 0 && left.time_limit_s <= 0)) {
-    r.stop = left.budget <= 0 ? search::StopReason::kBudget : search::StopReason::kTimeLimit;
-    return {};
-  }
-  auto greedy = search::make_optimizer("greedy", rules_, model_);
-  if (!greedy) return greedy.error();
-  auto p = (*greedy)->run(r.best, left);
+  auto p = descend(r.best, limits, elapsed_s, r);
   if (!p) return p.error();
-  r.report.expanded += p->report.expanded;
-  r.report.generated += p->report.generated;
-  r.report.rejected += p->report.rejected;
-  for (size_t i = 0; i < r.report.rejections.size(); ++i) r.report.rejections[i] += p->report.rejections[i];
-  if (p->best_cost < r.best_cost - 1e-12) {
-    r.report.polish_gain = r.best_cost - p->best_cost;
-    r.report.polish_steps = static_cast<int64_t>(p->steps.size());
-    r.best_cost = p->best_cost;
-    r.best = std::move(p->best);
-    r.steps.insert(r.steps.end(), p->steps.begin(), p->steps.end());
+  if (*p && (*p)->best_cost < r.best_cost - 1e-12) {
+    r.report.polish_gain = r.best_cost - (*p)->best_cost;
+    r.report.polish_steps = static_cast<int64_t>((*p)->steps.size());
+    r.best_cost = (*p)->best_cost;
+    r.best = std::move((*p)->best);
+    r.steps.insert(r.steps.end(), (*p)->steps.begin(), (*p)->steps.end());
   }
-  if (p->stop == search::StopReason::kTimeLimit || p->stop == search::StopReason::kBudget) r.stop = p->stop;
+  return {};
+}
+
+// The greedy fallback: a portfolio of the agent and greedy search, so that `--search rl` never
+// returns a graph that greedy search beats. It is not the agent's result, and the report says which
+// one was returned.
+Status RolloutOptimizer::fallback(const ir::Graph& g, const search::Limits& limits, double elapsed_s, search::Result& r) {
+  r.report.agent_cost = r.best_cost;
+  auto p = descend(g, limits, elapsed_s, r);
+  if (!p) return p.error();
+  if (!*p) return {};
+  r.report.fallback_cost = (*p)->best_cost;
+  if ((*p)->best_cost < r.best_cost - 1e-12) {
+    r.report.fallback_won = true;
+    r.best_cost = (*p)->best_cost;
+    r.best = std::move((*p)->best);
+    r.steps = std::move((*p)->steps);
+  }
   return {};
 }
 

@@ -2,6 +2,7 @@
 // Internal to rl: a trained agent as a search strategy. The greedy rollout, then `rollouts`
 // sampled ones in the real environment; the best graph met anywhere on them wins (an episode may
 // pass through its best state and go on). Subclasses supply one rollout.
+#include <optional>
 #include <random>
 
 #include "rlflow/rl/agent.h"
@@ -23,6 +24,12 @@ class RolloutOptimizer : public search::Optimizer {
   virtual Status refine(GraphEnv&, const ir::Graph&, const search::Limits&, double /*elapsed_s*/, search::Result&) { return {}; }
   // Greedy descent from r.best (RlSearchOptions::polish); its result replaces r.best if cheaper.
   Status polish(const search::Limits& limits, double elapsed_s, search::Result& r);
+  // Greedy search from the input `g` (RlSearchOptions::never_below_greedy); its result replaces
+  // r.best unless r.best is cheaper.
+  Status fallback(const ir::Graph& g, const search::Limits& limits, double elapsed_s, search::Result& r);
+  // Greedy from `start` within what is left of `limits`; nullopt when nothing is left (r.stop set).
+  Expected<std::optional<search::Result>> descend(const ir::Graph& start, const search::Limits& limits, double elapsed_s,
+                                                  search::Result& r);
   const RlSearchOptions& options() const { return o_; }
   const EnvConfig& env_config() const { return env_; }
   const std::vector<const rules::Rule*>& rules() const { return rules_; }

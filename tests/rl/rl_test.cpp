@@ -569,5 +569,29 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   auto replayed_polish = search::replay(g, rules, rq->steps);
   ASSERT_TRUE(replayed_polish) << replayed_polish.error().message;
   EXPECT_NEAR(*cost::graph_cost(*replayed_polish, *m), rq->best_cost, 1e-9);
+
+  // --never-below-greedy: greedy from the input as well. Without the polish the weak agent stops
+  // short, so greedy's graph is returned and the report says so; with the polish the agent's graph
+  // is as cheap, and a tie keeps the agent's.
+  weak.polish = false;
+  weak.never_below_greedy = true;
+  auto guarded = rl::make_rl_optimizer(weak, library(), *m);
+  ASSERT_TRUE(guarded) << guarded.error().message;
+  auto rg = (*guarded)->run(g, {});
+  ASSERT_TRUE(rg) << rg.error().message;
+  EXPECT_TRUE(rg->report.fallback_won);
+  EXPECT_NEAR(rg->report.agent_cost, rp->best_cost, 1e-9);
+  EXPECT_NEAR(rg->report.fallback_cost, greedy, 1e-9);
+  EXPECT_NEAR(rg->best_cost, greedy, 1e-9);
+  auto replayed_fallback = search::replay(g, rules, rg->steps);
+  ASSERT_TRUE(replayed_fallback) << replayed_fallback.error().message;
+  EXPECT_NEAR(*cost::graph_cost(*replayed_fallback, *m), rg->best_cost, 1e-9);
+  weak.polish = true;
+  auto both = rl::make_rl_optimizer(weak, library(), *m);
+  ASSERT_TRUE(both) << both.error().message;
+  auto rpg = (*both)->run(g, {});
+  ASSERT_TRUE(rpg) << rpg.error().message;
+  EXPECT_FALSE(rpg->report.fallback_won);
+  EXPECT_NEAR(rpg->best_cost, greedy, 1e-9);
   fs::remove_all(dir);
 }

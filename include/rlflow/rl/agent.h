@@ -90,6 +90,9 @@ struct RlSearchOptions {
   int beam_patience = 2;
   // Then greedy descent from the best graph found, to a local optimum under single rewrites.
   bool polish = false;
+  // Then greedy search from the input graph too; its graph is returned when the agent's is not
+  // cheaper (a fallback: Report::fallback_won says when it was taken).
+  bool never_below_greedy = false;
 };
 // The rules an agent or world model names, from `lib`; a missing or refuted one is an error
 // naming `origin`.

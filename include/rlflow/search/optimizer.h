@@ -38,6 +38,10 @@ struct Report {
   // rl --polish: rewrites the closing greedy descent applied, and the cost they removed (ms).
   int64_t polish_steps = 0;
   double polish_gain = 0;
+  // rl --never-below-greedy: the agent's own best cost (after any polish) and greedy's from the
+  // input (ms), and whether greedy's graph was returned because the agent's was not cheaper.
+  double agent_cost = 0, fallback_cost = 0;
+  bool fallback_won = false;
 };
 
 struct Result {
