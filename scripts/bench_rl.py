@@ -208,6 +208,10 @@ def generalise(args, tmp: Path) -> list[dict]:
             log(f"generalise: {stem}: optimise --search rl --rollouts {args.rollouts}"
                 + (f" --beam {args.beam}" if args.beam else "") + " (held out)")
             row["rl"] = optimise(args, model, tmp / f"{stem}.rl.onnx", "rl", rl_extra(args, trained["agent"]))
+            if args.polish:  # the held-out agent's best graph, then greedy descent (no fallback: the agent alone)
+                log(f"generalise: {stem}: optimise --search rl ... --polish (held out)")
+                row["rl_polish"] = optimise(args, model, tmp / f"{stem}.rlp.onnx", "rl",
+                                            rl_extra(args, trained["agent"]) + ["--polish"])
         rows.append(row)
     png = args.out_dir / f"bench_rl_generalise_{tag}.png"
     err = plot([trained.get("log")], png, f"rlflow train-agent on {', '.join(train_names)} (held out: "
