@@ -92,7 +92,7 @@ int run(int argc, char** argv) {
   c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->capture_default_str();
   c_opt->add_flag("--polish", opt.polish, "rl: then greedy descent from the agent's best graph to a local optimum");
   c_opt->add_flag("--never-below-greedy", opt.never_below_greedy,
-                  "rl: then greedy search from the input too, and return its graph when the agent's is not cheaper (reported)");
+                  "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
   c_opt->add_flag("--json", g.json, "Print one JSON document");
 
   TrainAgentOptions train;
