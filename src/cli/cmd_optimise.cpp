@@ -291,8 +291,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                    {"rejections", rejections_json(r.report.rejections)},
                    {"peak_states", r.report.peak_states},
                    {"polish", {{"steps", r.report.polish_steps}, {"gain_ms", r.report.polish_gain}}},
-                   // ran: false when the time limit or budget was spent before the fallback's greedy search
-                   {"fallback", o.never_below_greedy ? json{{"ran", r.report.fallback_cost > 0}, {"agent_ms", r.report.agent_cost},
+                   {"fallback", o.never_below_greedy ? json{{"ran", r.report.fallback_ran}, {"agent_ms", r.report.agent_cost},
                                                             {"greedy_ms", r.report.fallback_cost}, {"greedy_returned", r.report.fallback_won}}
                                                      : json(nullptr)},
                    {"peak_state_mb", static_cast<double>(r.report.peak_state_bytes) / (1 << 20)},

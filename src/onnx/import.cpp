@@ -187,17 +187,6 @@ Status Importer::read_inputs() {
 // ONNX's own shape inference supplies the output types of opaque nodes. It runs on a copy whose
 // large float initializers are stripped of data, so it costs little even for big models.
 Status Importer::infer_onnx_types() {
-  // ONNX's shape inference divides by some attributes without checking them (a MaxPool with a zero
-  // stride stopped rlflow with SIGFPE in convPoolShapeInference; found by scripts/fuzz), so those
-  // must be positive before it runs. These names mean an extent or a count in every ONNX op.
-  for (const auto& n : model_.graph().node())
-    for (const auto& a : n.attribute()) {
-      static const std::set<std::string> positive = {"strides", "dilations", "kernel_shape", "blocksize", "group", "num_outputs"};
-      if (!positive.count(a.name())) continue;
-      bool ok = !(a.type() == onnx::AttributeProto::INT && a.i() <= 0);
-      for (auto v : a.ints()) ok = ok && v > 0;
-      if (!ok) return bad_node(n, "attribute '" + a.name() + "' must be positive");
-    }
   onnx::ModelProto copy;
   *copy.mutable_opset_import() = model_.opset_import();
   copy.set_ir_version(model_.ir_version());
@@ -880,6 +869,16 @@ Status Importer::check_arity(const onnx::NodeProto& n) const {
   // (arity, attribute names and types). The linked onnx library may predate the model's opset;
   // newer versions of an op only ever gained optional inputs, so then only the minimum is checked.
   if (!(n.domain().empty() || n.domain() == "ai.onnx")) return {};
+  // ONNX's shape inference also divides by some attributes without checking them (a MaxPool with a
+  // zero stride stopped rlflow with SIGFPE in convPoolShapeInference; found by scripts/fuzz), and the
+  // schema does not bound their values. These names mean an extent or a count in every ONNX op.
+  static const std::set<std::string> positive = {"strides", "dilations", "kernel_shape", "blocksize", "group", "num_outputs"};
+  for (const auto& a : n.attribute()) {
+    if (!positive.count(a.name())) continue;
+    bool ok = !(a.type() == onnx::AttributeProto::INT && a.i() <= 0);
+    for (auto v : a.ints()) ok = ok && v > 0;
+    if (!ok) return bad_node(n, "attribute '" + a.name() + "' must be positive");
+  }
   static const int known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
   const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "");
   if (!schema) return {};

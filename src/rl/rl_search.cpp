@@ -105,6 +105,7 @@ Status RolloutOptimizer::fallback(const ir::Graph& g, const search::Limits& limi
   auto p = descend(g, limits, elapsed_s, r);
   if (!p) return p.error();
   if (!*p) return {};
+  r.report.fallback_ran = true;
   r.report.fallback_cost = (*p)->best_cost;
   if ((*p)->best_cost < r.best_cost - 1e-12) {
     r.report.fallback_won = true;

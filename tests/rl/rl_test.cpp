@@ -579,6 +579,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   ASSERT_TRUE(guarded) << guarded.error().message;
   auto rg = (*guarded)->run(g, {});
   ASSERT_TRUE(rg) << rg.error().message;
+  EXPECT_TRUE(rg->report.fallback_ran);
   EXPECT_TRUE(rg->report.fallback_won);
   EXPECT_NEAR(rg->report.agent_cost, rp->best_cost, 1e-9);
   EXPECT_NEAR(rg->report.fallback_cost, greedy, 1e-9);

@@ -41,6 +41,7 @@ struct Report {
   // rl --never-below-greedy: the agent's own best cost (after any polish) and greedy's from the
   // input (ms), and whether greedy's graph was returned because the agent's was not cheaper.
   double agent_cost = 0, fallback_cost = 0;
+  bool fallback_ran = false;  // false when the limits left no room for it
   bool fallback_won = false;
 };
 
