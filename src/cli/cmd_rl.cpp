@@ -65,6 +65,17 @@ bool progress_wanted(const GlobalOptions& g) {
   return !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
 }
 
+// Per model, the greedy rollout's steps as [rule, location, reward] ("" rule: NO-OP).
+json traces(const std::map<std::string, std::vector<rl::TraceStep>>& t) {
+  json out = json::object();
+  for (const auto& [name, steps] : t) {
+    json a = json::array();
+    for (const auto& s : steps) a.push_back(json::array({s.rule, s.location, s.reward}));
+    out[name] = a;
+  }
+  return out;
+}
+
 int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& in) {
   rl::DreamTrainOptions d;
   auto cfg = ppo_config(o);
@@ -100,7 +111,9 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
                       {"dream_score_raw", sum->dream_score_raw}, {"ensemble", sum->ensemble},
                       {"uncertainty_penalty", o.uncertainty_penalty}, {"disagreement", sum->disagreement},
                       {"real_score", sum->real_score}, {"real_improvement", sum->real_improvement},
-                      {"real_eval_steps", sum->real_eval_steps}}
+                      {"real_eval_steps", sum->real_eval_steps}, {"dream_greedy_score", sum->dream_greedy_score},
+                      {"dream_greedy_improvement", sum->dream_greedy_improvement}, {"dream_trace", traces(sum->dream_trace)},
+                      {"real_trace", traces(sum->real_trace)}}
                      .dump(2)
               << std::endl;
     return kOk;
@@ -113,7 +126,8 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
     std::printf("ensemble of %d world models: unpenalised dream score %.3f, mean reward disagreement %.4f, penalty %g\n", sum->ensemble,
                 sum->dream_score_raw, sum->disagreement, o.uncertainty_penalty);
   for (const auto& [name, imp] : sum->real_improvement)
-    std::printf("  %-40s real improvement (greedy rollout) %6.2f%%\n", name.c_str(), 100 * imp);
+    std::printf("  %-40s greedy rollout: real improvement %6.2f%%, dream's prediction %6.2f%%\n", name.c_str(), 100 * imp,
+                100 * sum->dream_greedy_improvement.at(name));
   std::printf("real env steps spent on evaluation: %lld\n", static_cast<long long>(sum->real_eval_steps));
   return kOk;
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 
 #include "checkpoint.h"
 #include "rollout_optimizer.h"
@@ -43,6 +44,7 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
   const auto& net = members_[0];
   const int64_t E = static_cast<int64_t>(starts.size()), N = net->num_xfers, Z = net->z_dim;
   z_ = torch::empty({E, Z});
+  counts_ = torch::zeros({E, N});
   h_.clear();
   c_.clear();
   for (auto& m : members_) {
@@ -54,6 +56,8 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
   for (int64_t e = 0; e < E; ++e) {
     const auto& s = starts[static_cast<size_t>(e)];
     std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
+    float* c = counts_[e].data_ptr<float>();
+    for (size_t x = 0; x < s.count.size(); ++x) c[x] = s.xfer_mask[x] ? static_cast<float>(s.count[x]) : 0.f;
   }
   z_ = net->normalize(z_).contiguous();  // starts hold encoder output (members share the data's normalisation)
   std::vector<Observation> out;
@@ -80,12 +84,13 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
   }
   auto idx = torch::tensor(rows, torch::kInt64);
   auto z = z_.index_select(0, idx);
+  auto counts = counts_.index_select(0, idx);
   auto xt = torch::tensor(xs, torch::kInt64), lt = torch::tensor(ls, torch::kInt64);
   std::vector<torch::Tensor> z_next, mask_prob, log_count, reward, done_logit;
   for (size_t k = 0; k < K; ++k) {
     auto& net = members_[k];
     WorldModelNetImpl::State s{h_[k].index_select(0, idx), c_[k].index_select(0, idx)};
-    auto [next, heads] = net->step(z, net->action_input(xt, lt), s);
+    auto [next, heads] = net->step(z, net->action_input(xt, lt), s, counts);
     z_next.push_back(mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_));
     h_[k].index_copy_(0, idx, next.h);
     c_[k].index_copy_(0, idx, next.c);
@@ -117,6 +122,13 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
     dl_t = torch::stack(done_logit, 0).mean(0);
   }
   z_.index_copy_(0, idx, zn);
+  if (members_[0]->count_state) {
+    // The carried counts: c + the members' mean change, rounded; the mask is c >= 1.
+    auto next = members_[0]->next_counts(counts, lc_t);
+    counts_.index_copy_(0, idx, next);
+    mp_t = (next >= 1).to(torch::kFloat);
+    lc_t = torch::log1p(next);
+  }
   // One contiguous read of each head; rows are read through pointers (no tensor op per row).
   mp_t = mp_t.contiguous();
   lc_t = lc_t.contiguous();
@@ -167,6 +179,12 @@ Action RealActor::choose(Observation& o, bool greedy, std::mt19937_64& rng) {
   torch::NoGradGuard ng;
   if (!state_.h.defined()) reset();
   z_ = net_->normalize(encode(enc_, {o.graph.get()}));
+  if (net_->count_state) {
+    std::vector<uint8_t> mask;
+    std::vector<uint16_t> count;
+    state_masks(o, mask, count);
+    counts_ = torch::tensor(std::vector<float>(count.begin(), count.end())).unsqueeze(0);
+  }
   auto lat = torch::cat({z_, state_.h}, 1).contiguous();
   o.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
   return act(ctrl_, {&o}, greedy, rng)[0].action;
@@ -176,7 +194,7 @@ void RealActor::advance(const Action& a) {
   torch::NoGradGuard ng;
   state_ = net_->step(z_, net_->action_input(torch::tensor({static_cast<int64_t>(a.xfer)}, torch::kInt64),
                                              torch::tensor({static_cast<int64_t>(a.location)}, torch::kInt64)),
-                      state_)
+                      state_, counts_)
                .first;
 }
 
@@ -192,6 +210,7 @@ Expected<RealRollout> real_rollout(RealActor& actor, GraphEnv& env, bool greedy,
     auto st = env.step(a);
     if (!st) return st.error();
     ++r.steps;
+    r.trace.push_back({st->info.rule, a.location, st->reward});
     actor.advance(a);
     if (st->done) break;
     obs = std::move(st->observation);
@@ -232,9 +251,11 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const Rules
   w.meta = *meta;
   const std::string kind = meta->value("kind", "");
   if (kind != "world-model" && kind != "dream-controller") return Error::bad_input(path + ": not a world model (kind " + kind + ")");
-  auto cfg = parse_world_model_config(meta->value(kind == "world-model" ? "config" : "world_model_config", ""), path);
+  const std::string cfg_text = meta->value(kind == "world-model" ? "config" : "world_model_config", "");
+  auto cfg = parse_world_model_config(cfg_text, path);
   if (!cfg) return cfg.error();
   w.cfg = *cfg;
+  if (cfg_text.find("count_state") == std::string::npos) w.cfg.count_state = false;  // written before count_state existed
   auto acfg = parse_ppo_config(meta->value("agent_config", ""), path);
   if (!acfg) return acfg.error();
   w.agent_cfg = *acfg;
@@ -247,7 +268,7 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const Rules
   const int K = kind == "world-model" ? std::max(1, meta->value("ensemble", 1)) : 1;
   for (int k = 0; k < K; ++k)
     w.members.emplace_back(Z, N, static_cast<int>(w.agent_cfg.env.max_locations), w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min,
-                           w.cfg.log_sigma_max);
+                           w.cfg.log_sigma_max, w.cfg.count_state);
   w.net = w.members[0];
   if (auto st = checkpoint::load(path, wm::ensemble_modules(w.members, w.encoder), nullptr); !st.ok()) return st.error();
   w.encoder->eval();
@@ -267,6 +288,39 @@ Expected<std::pair<wm::ControllerNet, PpoConfig>> load_controller(const std::str
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Steps every environment of `batch`, from its reset observations `obs`, until each is done, with
+// the controller's actions (greedy or sampled) chosen for all active environments at once.
+// on_step(e, observation acted on, choice, step, unpenalised reward) sees every step. Returns the
+// seconds spent in DreamBatch::step.
+template <class OnStep>
+double run_dream(wm::DreamBatch& batch, std::vector<Observation> obs, wm::ControllerNet& ctrl, bool greedy, std::mt19937_64& rng,
+                 OnStep&& on_step) {
+  std::vector<size_t> active(obs.size());
+  std::iota(active.begin(), active.end(), size_t{0});
+  double seconds = 0;
+  while (!active.empty()) {
+    std::vector<const Observation*> op;
+    for (auto e : active) op.push_back(&obs[e]);
+    auto choices = wm::act(ctrl, op, greedy, rng);
+    std::vector<Action> acts;
+    for (const auto& c : choices) acts.push_back(c.action);
+    const auto ts = std::chrono::steady_clock::now();
+    auto out = batch.step(active, acts);
+    seconds += since(ts);
+    std::vector<size_t> still;
+    for (size_t k = 0; k < active.size(); ++k) {
+      const size_t e = active[k];
+      on_step(e, obs[e], choices[k], out[k], batch.raw_rewards()[k]);
+      if (!out[k].done) {
+        obs[e] = std::move(out[k].observation);
+        still.push_back(e);
+      }
+    }
+    active = std::move(still);
+  }
+  return seconds;
 }
 
 }  // namespace
@@ -324,6 +378,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
       sum.real_eval_steps += r->steps;
       const double imp = (r->initial_cost - r->best_cost) / std::max(r->initial_cost, 1e-30);
       sum.real_improvement[o.models[m].name] = imp;
+      sum.real_trace[o.models[m].name] = std::move(r->trace);
       total += imp;
     }
     sum.real_score = 100 * total / static_cast<double>(real.size());
@@ -337,38 +392,19 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     for (int64_t e = 0; e < E; ++e) st.push_back(starts[static_cast<size_t>((sum.dream_episodes + e) % static_cast<int64_t>(starts.size()))]);
     auto obs = batch.reset(st);
     std::vector<std::vector<ppo::Transition>> eps(static_cast<size_t>(E));
-    std::vector<size_t> active;
-    for (int64_t e = 0; e < E; ++e) active.push_back(static_cast<size_t>(e));
     const auto td = std::chrono::steady_clock::now();
     double returns = 0, raw_returns = 0;
     int64_t steps = 0;
-    double step_seconds = 0;
-    while (!active.empty()) {
-      std::vector<const Observation*> op;
-      for (auto e : active) op.push_back(&obs[e]);
-      auto choices = wm::act(ctrl, op, false, rng);
-      std::vector<Action> acts;
-      for (const auto& c : choices) acts.push_back(c.action);
-      const auto ts = std::chrono::steady_clock::now();
-      auto steps_out = batch.step(active, acts);
-      step_seconds += since(ts);
-      std::vector<size_t> still;
-      for (size_t k = 0; k < active.size(); ++k) {
-        const size_t e = active[k];
-        auto tr = ppo::make_transition(obs[e], choices[k]);
-        tr.reward = static_cast<float>(steps_out[k].reward);
-        tr.done = steps_out[k].done;
-        returns += steps_out[k].reward;
-        raw_returns += batch.raw_rewards()[k];
-        ++steps;
-        eps[e].push_back(std::move(tr));
-        if (!steps_out[k].done) {
-          obs[e] = std::move(steps_out[k].observation);
-          still.push_back(e);
-        }
-      }
-      active = std::move(still);
-    }
+    const double step_seconds = run_dream(batch, std::move(obs), ctrl, false, rng,
+                                          [&](size_t e, const Observation& seen, const ppo::Choice& c, const Step& step, double raw) {
+                                            auto tr = ppo::make_transition(seen, c);
+                                            tr.reward = static_cast<float>(step.reward);
+                                            tr.done = step.done;
+                                            returns += step.reward;
+                                            raw_returns += raw;
+                                            ++steps;
+                                            eps[e].push_back(std::move(tr));
+                                          });
     const double t_collect = since(td);
     std::vector<ppo::Transition> data;
     for (auto& e : eps)
@@ -408,6 +444,27 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
           << "\n"
           << std::flush;
     if (progress) progress(u);
+  }
+  // The dream's prediction of the real evaluation: the same greedy controller from the same real
+  // initial states, rewards unpenalised.
+  {
+    wm::DreamBatch batch(w->members, cfg.env, reward_std, o.temperature, 0, o.seed ^ 0xD8EAull);
+    std::vector<double> total(starts.size(), 0.0), best(starts.size(), 0.0);  // best: the real score's best-state rule
+    std::vector<std::vector<TraceStep>> trace(starts.size());
+    run_dream(batch, batch.reset(starts), ctrl, true, rng, [&](size_t e, const Observation&, const ppo::Choice& c, const Step&, double raw) {
+      total[e] += raw;
+      best[e] = std::max(best[e], total[e]);
+      const bool noop = c.action.xfer == N;
+      trace[e].push_back({noop ? std::string() : w->rules[static_cast<size_t>(c.action.xfer)]->name, c.action.location, raw});
+    });
+    double mean = 0;
+    for (size_t m = 0; m < starts.size(); ++m) {
+      const double imp = best[m] / cfg.env.reward_scale;
+      sum.dream_greedy_improvement[o.models[m].name] = imp;
+      sum.dream_trace[o.models[m].name] = std::move(trace[m]);
+      mean += imp;
+    }
+    sum.dream_greedy_score = 100 * mean / static_cast<double>(starts.size());
   }
   sum.seconds = since(t0);
   sum.dream_step_ms = sum.dream_steps ? 1e3 * sum.dream_seconds / static_cast<double>(sum.dream_steps) : 0.0;

@@ -3,6 +3,7 @@
 // controller's rollouts in the real environment.
 #include <random>
 
+#include "rlflow/rl/world_model.h"
 #include "world_model_net.h"
 
 namespace rlflow::rl::wm {
@@ -43,6 +44,7 @@ class DreamBatch {
   double reward_std_, tau_, penalty_;
   std::mt19937_64 pick_;
   torch::Tensor z_;
+  torch::Tensor counts_;              // [E, N] valid locations per xfer (count_state world models)
   std::vector<torch::Tensor> h_, c_;  // per member
   std::vector<int> t_;
   std::vector<double> raw_;
@@ -84,7 +86,7 @@ class RealActor {
   nets::GraphEncoder enc_;
   WorldModelNet net_;
   WorldModelNetImpl::State state_;
-  torch::Tensor z_;
+  torch::Tensor z_, counts_;
 };
 
 // A dream-controller checkpoint as a RealActor; it must have been trained with `rules`.
@@ -94,6 +96,7 @@ Expected<RealActor> load_real_actor(const std::string& path, const std::vector<c
 struct RealRollout {
   double initial_cost = 0, best_cost = 0;
   int64_t steps = 0;
+  std::vector<TraceStep> trace;  // every step's rule, location and real reward
 };
 Expected<RealRollout> real_rollout(RealActor& actor, GraphEnv& env, bool greedy, std::mt19937_64& rng);
 

@@ -28,6 +28,7 @@ void visit_wm(WorldModelConfig& c, F&& f) {
   f("model.lstm_hidden", c.lstm_hidden);
   f("model.mixtures", c.mixtures);
   f("model.ensemble", c.ensemble);
+  f("model.count_state", c.count_state);
   f("model.log_sigma_min", c.log_sigma_min);
   f("model.log_sigma_max", c.log_sigma_max);
   f("loss.nll", c.w_nll);
@@ -75,7 +76,7 @@ namespace wm {
 
 // Episodes padded to the longest into [B, T(+1), ...] tensors.
 struct SeqBatch {
-  torch::Tensor z, mask, log_count, xfer, location, reward, done, valid;
+  torch::Tensor z, mask, log_count, count, xfer, location, reward, done, valid;
   int64_t T = 0;
 };
 
@@ -86,6 +87,7 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
   b.z = torch::zeros({B, b.T + 1, Z});
   b.mask = torch::zeros({B, b.T + 1, N});
   b.log_count = torch::zeros({B, b.T + 1, N});
+  b.count = torch::zeros({B, b.T + 1, N});
   b.xfer = torch::full({B, b.T}, N, torch::kInt64);
   b.location = torch::zeros({B, b.T}, torch::kInt64);
   b.reward = torch::zeros({B, b.T});
@@ -102,6 +104,7 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
     auto m = torch::from_blob(const_cast<uint8_t*>(e.mask.data()), {S, N}, torch::kUInt8).to(torch::kFloat);
     b.mask[i].slice(0, 0, S).copy_(m);
     auto c = torch::from_blob(const_cast<uint16_t*>(e.count.data()), {S * N}, torch::kInt16).to(torch::kInt32).bitwise_and(0xFFFF);
+    b.count[i].slice(0, 0, S).copy_(c.to(torch::kFloat).view({S, N}));
     b.log_count[i].slice(0, 0, S).copy_(torch::log1p(c.to(torch::kFloat)).view({S, N}));
     for (int64_t t = 0; t < e.T; ++t) {
       const auto k = static_cast<size_t>(t);
@@ -132,7 +135,7 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
   for (int64_t t = 0; t < b.T; ++t) {
     auto v = b.valid.select(1, t);
     auto a = net->action_input(b.xfer.select(1, t), b.location.select(1, t));
-    auto [next, h] = net->step(zs.select(1, t), a, state);
+    auto [next, h] = net->step(zs.select(1, t), a, state, b.count.select(1, t));
     state = next;
     auto target_mask = b.mask.select(1, t + 1);
     // Per latent dimension, so the NLL's scale does not grow with Z and drown the other terms.
@@ -142,12 +145,21 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
     done = done + (torch::binary_cross_entropy_with_logits(h.done_logit, b.done.select(1, t), {}, {}, at::Reduction::None) * v).sum();
     mask = mask + (torch::binary_cross_entropy_with_logits(h.mask_logit, target_mask, {}, {}, at::Reduction::None).mean(1) * v).sum();
     auto on = target_mask * v.unsqueeze(1);
-    cnt = cnt + ((h.log_count - b.log_count.select(1, t + 1)).pow(2) * on).sum();
+    // count_state: the squared error of every xfer's count change, summed over xfers (most changes
+    // are 0; a mean over N would dilute the few that are not).
+    auto delta = b.count.select(1, t + 1) - b.count.select(1, t);
+    if (net->count_state)
+      cnt = cnt + ((h.log_count - delta).pow(2) * v.unsqueeze(1)).sum();
+    else
+      cnt = cnt + ((h.log_count - b.log_count.select(1, t + 1)).pow(2) * on).sum();
     torch::NoGradGuard ng;
     rse = rse + ((h.reward * reward_std - r).pow(2) * v).sum();
     dc = dc + (((h.done_logit > 0).to(torch::kFloat) == b.done.select(1, t)).to(torch::kFloat) * v).sum();
-    mc = mc + (((h.mask_logit > 0).to(torch::kFloat) == target_mask).to(torch::kFloat) * v.unsqueeze(1)).sum();
-    cae = cae + ((torch::expm1(h.log_count).round() - torch::expm1(b.log_count.select(1, t + 1))).abs() * on).sum();
+    // The metrics judge what the dream uses: with count_state, the carried counts and their mask.
+    auto pred_count = net->count_state ? net->next_counts(b.count.select(1, t), h.log_count) : torch::expm1(h.log_count).round();
+    auto pred_mask = net->count_state ? (pred_count >= 1).to(torch::kFloat) : (h.mask_logit > 0).to(torch::kFloat);
+    mc = mc + ((pred_mask == target_mask).to(torch::kFloat) * v.unsqueeze(1)).sum();
+    cae = cae + ((pred_count - b.count.select(1, t + 1)).abs() * on).sum();
     mask_n += v.sum().item<double>() * static_cast<double>(target_mask.size(1));
     count_n += on.sum().item<double>();
   }
@@ -155,7 +167,7 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
   const double n = std::max(out.steps, 1.0);
   out.nll = nll / n;
   out.total = cfg.w_nll * nll / n + cfg.w_reward * rew / n + cfg.w_done * done / n + cfg.w_mask * mask / n +
-              cfg.w_count * cnt / std::max(count_n, 1.0);
+              cfg.w_count * cnt / (net->count_state ? n : std::max(count_n, 1.0));
   out.reward_se = rse;
   out.done_correct = dc;
   out.mask_correct = mc;
@@ -320,7 +332,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     auto var = (sum_z2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean.pow(2)).clamp_min(0.0);
     for (int k = 0; k < cfg.ensemble; ++k) {
       members.emplace_back(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min,
-                           cfg.log_sigma_max);
+                           cfg.log_sigma_max, cfg.count_state);
       members.back()->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
     }
   }

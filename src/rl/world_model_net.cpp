@@ -21,18 +21,19 @@ torch::Tensor latent_batch(const std::vector<const std::vector<float>*>& rows, i
 
 }  // namespace
 
-WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double lo, double hi)
-    : z_dim(z), num_xfers(n), max_locations(L), hidden(h), mixtures(k), log_sigma_min(lo), log_sigma_max(hi) {
+WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double lo, double hi, bool cs)
+    : z_dim(z), num_xfers(n), max_locations(L), hidden(h), mixtures(k), count_state(cs), log_sigma_min(lo), log_sigma_max(hi) {
   z_mean = register_buffer("z_mean", torch::zeros({z}));
   z_std = register_buffer("z_std", torch::ones({z}));
   xfer_embedding = register_module("xfer_embedding", torch::nn::Embedding(n + 1, kXferEmbedding));
   location_embedding = register_module("location_embedding", torch::nn::Embedding(L, kLocationEmbedding));
-  cell = register_module("cell", torch::nn::LSTMCell(z + kXferEmbedding + kLocationEmbedding, h));
+  cell = register_module("cell", torch::nn::LSTMCell(z + kXferEmbedding + kLocationEmbedding + (cs ? kCountEmbedding : 0), h));
   mdn = register_module("mdn", torch::nn::Linear(h, k + 2 * k * z));
   reward = register_module("reward", torch::nn::Linear(h, 1));
   done = register_module("done", torch::nn::Linear(h, 1));
   mask = register_module("mask", torch::nn::Linear(h, n));
   count = register_module("count", torch::nn::Linear(h, n));
+  if (cs) count_in = register_module("count_in", torch::nn::Linear(n, kCountEmbedding));
 }
 
 void WorldModelNetImpl::set_normalization(const torch::Tensor& mean, const torch::Tensor& std) {
@@ -50,8 +51,9 @@ torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const t
 }
 
 std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl::step(const torch::Tensor& z, const torch::Tensor& action,
-                                                                                       const State& s) {
-  auto hc = cell->forward(torch::cat({z, action}, 1), std::make_tuple(s.h, s.c));
+                                                                                       const State& s, const torch::Tensor& counts) {
+  auto in = count_state ? torch::cat({z, action, count_in->forward(torch::log1p(counts))}, 1) : torch::cat({z, action}, 1);
+  auto hc = cell->forward(in, std::make_tuple(s.h, s.c));
   State next{std::get<0>(hc), std::get<1>(hc)};
   const int64_t B = z.size(0), K = mixtures, Z = z_dim;
   auto m = mdn->forward(next.h);
@@ -64,6 +66,10 @@ std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl:
   out.mask_logit = mask->forward(next.h);
   out.log_count = count->forward(next.h);
   return {next, out};
+}
+
+torch::Tensor WorldModelNetImpl::next_counts(const torch::Tensor& counts, const torch::Tensor& delta) const {
+  return (counts + delta).round().clamp(0, max_locations);
 }
 
 torch::Tensor mdn_nll(const torch::Tensor& logit_pi, const torch::Tensor& mu, const torch::Tensor& log_sigma, const torch::Tensor& target) {

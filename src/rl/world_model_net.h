@@ -9,15 +9,26 @@ namespace rlflow::rl::wm {
 // P(z_{t+1} | z_t, a_t, h_t) as a mixture of diagonal Gaussians, plus heads for the reward and
 // done flag of (z_t, a_t) and for the next state's xfer mask (multi-label) and log(1 + number of
 // valid locations) of each xfer, so a dream step never needs the real environment.
+//
+// With count_state, each xfer's number of valid locations c_t is an explicit part of the state:
+// log(1 + c_t) is an input of the LSTM, the count head predicts the change c_{t+1} - c_t (the
+// state-difference parametrisation of PETS and MBPO), and the dream carries c forward with the
+// rounded change, its mask being c >= 1. Applying a rewrite typically consumes one of its matches
+// (a change of -1 at any count), so the dream runs out of matches where the real graph does,
+// instead of extrapolating "still applicable" beyond the few applications a random agent's
+// episodes show. (A categorical change sampled at the dream's temperature was tried: the
+// controller learned to exploit the samples where a rewrite did not consume its match.)
 struct WorldModelNetImpl : torch::nn::Module {
-  WorldModelNetImpl(int z_dim, int num_xfers, int max_locations, int hidden, int mixtures, double log_sigma_min, double log_sigma_max);
+  WorldModelNetImpl(int z_dim, int num_xfers, int max_locations, int hidden, int mixtures, double log_sigma_min, double log_sigma_max,
+                    bool count_state = false);
   struct State {
     torch::Tensor h, c;  // [B, hidden]
   };
   struct Heads {
     torch::Tensor logit_pi, mu, log_sigma;  // [B, K], [B, K, Z], [B, K, Z] (log sigma clamped)
     torch::Tensor reward, done_logit;        // [B]
-    torch::Tensor mask_logit, log_count;     // [B, N]
+    torch::Tensor mask_logit;                // [B, N]
+    torch::Tensor log_count;                 // [B, N]: log(1 + c_{t+1}); with count_state, c_{t+1} - c_t
   };
   State initial(int64_t batch) const;
   // The world model (and the controller) see z standardised per dimension with the training
@@ -29,15 +40,20 @@ struct WorldModelNetImpl : torch::nn::Module {
   // matmul, which was a third of a dream step's FLOPs at N = 321) and of the location index
   // (int64 tensors [B]). A scalar location / L made neighbouring matches indistinguishable.
   torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location);
-  std::pair<State, Heads> step(const torch::Tensor& z, const torch::Tensor& action, const State& s);
+  // `counts` [B, N]: c_t, each xfer's valid locations (used only with count_state).
+  std::pair<State, Heads> step(const torch::Tensor& z, const torch::Tensor& action, const State& s, const torch::Tensor& counts = {});
+  // With count_state: c_{t+1} from c_t and the count head's change, rounded and clamped to [0, L].
+  torch::Tensor next_counts(const torch::Tensor& counts, const torch::Tensor& delta) const;
 
-  static constexpr int kXferEmbedding = 32, kLocationEmbedding = 16;
+  static constexpr int kXferEmbedding = 32, kLocationEmbedding = 16, kCountEmbedding = 32;
   int z_dim, num_xfers, max_locations, hidden, mixtures;
+  bool count_state = false;
   double log_sigma_min, log_sigma_max;
   torch::Tensor z_mean, z_std;  // [Z]
   torch::nn::Embedding xfer_embedding{nullptr}, location_embedding{nullptr};
   torch::nn::LSTMCell cell{nullptr};
   torch::nn::Linear mdn{nullptr}, reward{nullptr}, done{nullptr}, mask{nullptr}, count{nullptr};
+  torch::nn::Linear count_in{nullptr};  // count_state: log(1 + c_t) -> LSTM input
 };
 TORCH_MODULE(WorldModelNet);
 

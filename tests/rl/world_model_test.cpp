@@ -152,6 +152,19 @@ TEST(WorldModel, LearnsASmallDeterministicEnvironmentAndTheDreamControllerImprov
   ASSERT_TRUE(ds) << ds.error().message;
   EXPECT_GT(ds->dream_steps, 480);
   EXPECT_GT(ds->real_score, 0.0) << "the dream-trained controller did not improve the real graph";
+  // The greedy rollouts, step by step: the real one is the evaluation's, the dream's prediction is
+  // its best prefix of predicted rewards.
+  ASSERT_EQ(ds->real_trace.count("fire"), 1u);
+  ASSERT_EQ(ds->dream_trace.count("fire"), 1u);
+  EXPECT_FALSE(ds->real_trace.at("fire").empty());
+  EXPECT_LE(static_cast<int64_t>(ds->real_trace.at("fire").size()), ds->real_eval_steps);
+  double total = 0, best = 0;
+  for (const auto& st : ds->dream_trace.at("fire")) {
+    total += st.reward;
+    best = std::max(best, total);
+  }
+  EXPECT_NEAR(ds->dream_greedy_improvement.at("fire"), best / d.config.env.reward_scale, 1e-9);
+  EXPECT_NEAR(ds->dream_greedy_score, 100 * ds->dream_greedy_improvement.at("fire"), 1e-9);
   auto info = rl::read_agent_info(d.out);
   ASSERT_TRUE(info);
   EXPECT_EQ(info->kind, "dream-controller");
@@ -219,6 +232,69 @@ TEST(WorldModel, DreamEnvMasksAndRefusesMaskedActions) {
   fs::remove_all(dir);
 }
 
+// count_state: the dream carries each xfer's location count forward with the predicted change, so
+// it runs out of matches where the real graph does. Both apply the same sequence (every match of
+// the 1x1-to-3x3 enlargement, then every merge of the parallel convolutions, then split/concat,
+// always the first match) from the real initial state; the dream's xfer masks and counts must be
+// the real environment's at every step, including the steps where an xfer is exhausted, and it
+// must not let an exhausted xfer be applied again.
+TEST(WorldModel, CountStateDreamRunsOutOfMatchesWhereTheRealGraphDoes) {
+  auto g = fire_modules(3);
+  auto m = analytic();
+  auto dir = temp_dir("counts");
+  auto o = small_wm(g, dir);
+  o.cost = m.get();
+  o.episodes = 60;
+  o.config.epochs = 60;
+  o.config.learning_rate = 3e-3;
+  ASSERT_TRUE(o.config.count_state);  // the default
+  auto sum = rl::train_world_model(o);
+  ASSERT_TRUE(sum) << sum.error().message;
+  EXPECT_GT(sum->last.mask_accuracy, 0.99);
+  rl::wm::WorldModelNet net(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -3, 2, true);
+  rl::nets::GraphEncoder enc(rl::node_feature_dim(), rl::edge_feature_dim(), rl::global_feature_dim(), 16, 3);
+  ASSERT_TRUE(rl::checkpoint::load(o.out, rl::wm::ensemble_modules({net}, enc), nullptr).ok());
+  auto env = o.agent_config.env;
+  env.max_steps = 50;
+  rl::GraphEnv real(g, fire_rules(), *m, env);
+  auto obs = real.reset();
+  ASSERT_TRUE(obs);
+  auto start = dream_start(*obs);
+  auto z = rl::wm::encode(enc, {obs->graph.get()}).contiguous();
+  start.z.assign(z.data_ptr<float>(), z.data_ptr<float>() + z.numel());
+  rl::wm::DreamBatch dream({net}, env, 1.0, 1.0);
+  auto dobs = dream.reset({start})[0];
+  auto counts = [](const rl::Observation& o) {
+    std::vector<size_t> c;
+    for (size_t x = 0; x + 1 < o.xfer_mask.size(); ++x) c.push_back(o.xfer_mask[x] ? o.location_valid[x].size() : 0);
+    return c;
+  };
+  rl::Observation robs = std::move(*obs);
+  int steps = 0, exhausted = 0;
+  for (int x : {0, 1, 2}) {
+    bool was_valid = false;
+    while (robs.xfer_mask[static_cast<size_t>(x)]) {
+      was_valid = true;
+      ASSERT_TRUE(dobs.xfer_mask[static_cast<size_t>(x)]) << "step " << steps << ": the dream masks xfer " << x << " too early";
+      auto rs = real.step({x, 0});
+      ASSERT_TRUE(rs) << rs.error().message;
+      auto ds = dream.step({0}, {rl::Action{x, 0}})[0];
+      ++steps;
+      robs = std::move(rs->observation);
+      dobs = std::move(ds.observation);
+      EXPECT_EQ(dobs.xfer_mask, robs.xfer_mask) << "step " << steps;
+      EXPECT_EQ(counts(dobs), counts(robs)) << "step " << steps;
+    }
+    if (was_valid) {
+      ++exhausted;
+      EXPECT_FALSE(dobs.xfer_mask[static_cast<size_t>(x)]) << "the dream still offers xfer " << x << " after the real graph ran out";
+    }
+  }
+  EXPECT_GE(exhausted, 2);
+  EXPECT_GE(steps, 6);  // 3 enlargements and 3 merges at least
+  fs::remove_all(dir);
+}
+
 // An ensemble world model: members differ (independent initialisations, own episode orders), all
 // are saved and loaded, the dream's reward is the members' mean minus the penalty times their
 // spread, and a penalty needs an ensemble.
@@ -237,7 +313,8 @@ TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
   ASSERT_TRUE(meta);
   EXPECT_EQ(meta->value("ensemble", 0), 3);
   std::vector<rl::wm::WorldModelNet> members;
-  for (int k = 0; k < 3; ++k) members.emplace_back(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -3, 2);
+  for (int k = 0; k < 3; ++k)
+    members.emplace_back(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -3, 2, o.config.count_state);
   rl::nets::GraphEncoder enc(rl::node_feature_dim(), rl::edge_feature_dim(), rl::global_feature_dim(), 16, 3);
   ASSERT_TRUE(rl::checkpoint::load(o.out, rl::wm::ensemble_modules(members, enc), nullptr).ok());
   EXPECT_FALSE(torch::equal(members[0]->reward->weight, members[1]->reward->weight));

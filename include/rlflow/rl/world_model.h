@@ -18,6 +18,10 @@ struct WorldModelConfig {
   // (a deep ensemble). With more than one, the dream samples each next state from a random member
   // and can penalise the members' disagreement on the reward (train-agent --uncertainty-penalty).
   int ensemble = 1;
+  // Each xfer's number of valid locations is an explicit state the LSTM reads and the dream carries
+  // forward, the count head predicting its change (see WorldModelNetImpl). false: the mask and
+  // count heads predict the next state's mask and log counts afresh at every step.
+  bool count_state = true;
   // Clamp of the mixture's log sigma, in units of each latent dimension's std. A lower floor lets
   // the NLL's gradients (~1/sigma^2) swamp the reward/done/mask heads (measured: mask accuracy 0.78
   // at -5, 1.00 at -3 on the fire-module test environment).
@@ -91,6 +95,14 @@ struct DreamTrainOptions {
   double uncertainty_penalty = 0;
 };
 
+// One step of a greedy rollout: the rule applied ("" for NO-OP), its location index and the reward
+// (predicted in the dream, measured in the real environment).
+struct TraceStep {
+  std::string rule;
+  int location = 0;
+  double reward = 0;
+};
+
 struct DreamSummary {
   int64_t updates = 0, dream_episodes = 0, dream_steps = 0;
   double dream_seconds = 0, dream_step_ms = 0, seconds = 0;
@@ -101,6 +113,12 @@ struct DreamSummary {
   std::map<std::string, double> real_improvement;  // greedy rollout of the final controller, real env
   double real_score = 0;                   // mean over models of real_improvement, in percent
   int64_t real_eval_steps = 0;             // real env steps spent on evaluations
+  // The final controller's greedy rollout in the dream from each model's real initial state (the
+  // dream's prediction of the real greedy rollout, unpenalised members' mean reward), in percent.
+  std::map<std::string, double> dream_greedy_improvement;
+  double dream_greedy_score = 0;           // mean over models
+  // Both greedy rollouts step by step, per model: where the dream's promise departs from the real.
+  std::map<std::string, std::vector<TraceStep>> dream_trace, real_trace;
 };
 
 Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const TrainProgress& progress = {});
