@@ -101,9 +101,9 @@ def build_world_model(args) -> dict:
         res["agent_doc"] = r["doc"]
         encoder = ["--agent", res["agent"]]
     wm_config: list[str] = []
-    if args.ensemble > 1:
+    if args.ensemble > 1 or not args.count_state:
         cfg = args.out_dir / "world_model.yaml"
-        cfg.write_text(f"model:\n  ensemble: {args.ensemble}\n")
+        cfg.write_text(f"model:\n  ensemble: {args.ensemble}\n  count_state: {'true' if args.count_state else 'false'}\n")
         wm_config = ["--config", str(cfg)]
     log(f"train-world-model --episodes {args.wm_episodes} (ensemble {args.ensemble}) -> {wm}")
     r = rlflow(args.binary, ["train-world-model", *common_args(args), *encoder, *wm_config, "--out", str(wm),
@@ -145,7 +145,7 @@ def dream_run(args, wm: str, penalty: float, tau: float, seed: int) -> dict:
         run["error"] = r["error"]
         return run
     doc = r["doc"]
-    for k in ("agent", "dream_score", "dream_score_raw", "disagreement", "real_score", "dream_step_ms", "dream_steps",
+    for k in ("agent", "dream_score", "dream_score_raw", "dream_greedy_score", "disagreement", "real_score", "dream_step_ms", "dream_steps",
               "seconds", "real_improvement", "updates", "dream_episodes", "real_eval_steps"):
         run[k] = doc.get(k)
     missing = [k for k in ("dream_score", "real_score") if not isinstance(run.get(k), (int, float))]
@@ -177,7 +177,10 @@ def summarise(penalty: float, tau: float, runs: list[dict]) -> dict:
     for r in ok:
         raw = r.get("dream_score_raw", r.get("dream_score"))
         r["gap"] = raw - r["real_score"] if isinstance(raw, (int, float)) else None
-    for key in ("dream_score", "dream_score_raw", "real_score", "gap", "disagreement", "dream_step_ms", "seconds"):
+        g = r.get("dream_greedy_score")
+        r["greedy_gap"] = g - r["real_score"] if isinstance(g, (int, float)) else None
+    for key in ("dream_score", "dream_score_raw", "dream_greedy_score", "real_score", "gap", "greedy_gap", "disagreement",
+                "dream_step_ms", "seconds"):
         s = stats([r.get(key) for r in ok])
         row[key] = None if s is None else {"mean": s[0], "std": s[1]}
     return row
@@ -198,21 +201,30 @@ def ranks(xs: list[float]) -> list[float]:
 
 
 def agreement(rows: list[dict]) -> dict:
-    """Per penalty: the largest |unpenalised dream - real| of the row means, and Spearman's rank correlation of
-    the row means of dream and real score across the temperatures (None with fewer than 3 rows)."""
+    """Per penalty, for the training dream score (unpenalised mean return of the last update) and for the greedy
+    dream score (the final controller's greedy rollout in the dream, the prediction of the real greedy rollout): the
+    largest |dream - real| of the row means, and Spearman's rank correlation of the row means of dream and real score
+    across the temperatures (None with fewer than 3 rows)."""
+    def spearman(d: list[float], t: list[float]) -> float | None:
+        if len(d) < 3:
+            return None
+        a, b = ranks(d), ranks(t)
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        va = sum((x - ma) ** 2 for x in a)
+        vb = sum((y - mb) ** 2 for y in b)
+        return sum((x - ma) * (y - mb) for x, y in zip(a, b)) / math.sqrt(va * vb) if va > 0 and vb > 0 else None
+
     out = {}
     for pen in sorted({r["penalty"] for r in rows}):
         rs = [r for r in rows if r["penalty"] == pen and r.get("dream_score_raw") and r.get("real_score")]
         d = [r["dream_score_raw"]["mean"] for r in rs]
         t = [r["real_score"]["mean"] for r in rs]
-        rho = None
-        if len(rs) >= 3:
-            a, b = ranks(d), ranks(t)
-            ma, mb = sum(a) / len(a), sum(b) / len(b)
-            va = sum((x - ma) ** 2 for x in a)
-            vb = sum((y - mb) ** 2 for y in b)
-            rho = sum((x - ma) * (y - mb) for x, y in zip(a, b)) / math.sqrt(va * vb) if va > 0 and vb > 0 else None
-        out[pen] = {"max_gap": max((abs(x - y) for x, y in zip(d, t)), default=None), "spearman": rho, "rows": len(rs)}
+        gs = [r for r in rs if r.get("dream_greedy_score")]
+        g = [r["dream_greedy_score"]["mean"] for r in gs]
+        gt = [r["real_score"]["mean"] for r in gs]
+        out[pen] = {"max_gap": max((abs(x - y) for x, y in zip(d, t)), default=None), "spearman": spearman(d, t), "rows": len(rs),
+                    "greedy_max_gap": max((abs(x - y) for x, y in zip(g, gt)), default=None),
+                    "greedy_spearman": spearman(g, gt)}
     return out
 
 
@@ -226,15 +238,18 @@ def fmt_mean(v: dict | None, fmt: str) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = ["| penalty | tau | dream score (objective) | dream score, unpenalised | real score % | gap (unpenalised - real) | "
-             "reward disagreement | dream step ms | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+             "greedy dream score | greedy gap (greedy dream - real) | reward disagreement | dream step ms | seconds |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         tau = f"{r['temperature']:g}"
         if r["ok"] == 0:
             err = cell_err(r["errors"][0] if r["errors"] else "no runs")
-            cells = [f"{r['penalty']:g}", tau, err, err, err, "", "", "", ""]
+            cells = [f"{r['penalty']:g}", tau, err, err, err, "", "", "", "", "", ""]
         else:
             cells = [f"{r['penalty']:g}", tau, fmt_pm(r["dream_score"], "{:.3f}"), fmt_pm(r["dream_score_raw"], "{:.3f}"),
-                     fmt_pm(r["real_score"], "{:.2f}"), fmt_pm(r["gap"], "{:+.2f}", "{:.2f}"), fmt_mean(r["disagreement"], "{:.3f}"),
+                     fmt_pm(r["real_score"], "{:.2f}"), fmt_pm(r["gap"], "{:+.2f}", "{:.2f}"),
+                     fmt_pm(r["dream_greedy_score"], "{:.2f}"), fmt_pm(r["greedy_gap"], "{:+.2f}", "{:.2f}"),
+                     fmt_mean(r["disagreement"], "{:.3f}"),
                      fmt_mean(r["dream_step_ms"], "{:.4f}"), fmt_mean(r["seconds"], "{:.1f}")]
             if r["errors"]:  # some seeds failed: the numbers are over the others
                 cells[2] += f" ({r['ok']} of {r['seeds']} seeds; {cell_err('; '.join(r['errors']))})"
@@ -260,6 +275,7 @@ def header(args, wm: dict) -> str:
                    f"reward MSE {num(wm.get('reward_mse'), '{:.5f}')}, "
                    f"mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
     ens = (f"an ensemble of {args.ensemble} world models" if args.ensemble > 1 else "one world model")
+    ens += " with explicit location counts (count_state)" if args.count_state else " without count_state"
     return (f"Temperature sweep on {model}{prof}, {args.cost_model} cost (deterministic), {ens}; {args.dream_episodes} dream episodes "
             f"per agent ({args.dream_batch} per PPO update), seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
             f"(%) of the greedy rollout in the real environment.")
@@ -325,6 +341,9 @@ def main() -> int:
     ap.add_argument("--dream-episodes", type=int, default=1024, help="dream train-agent --episodes (default 1024)")
     ap.add_argument("--dream-batch", type=int, default=32, help="train-agent --dream-batch (default 32)")
     ap.add_argument("--ensemble", type=int, default=1, help="world-model ensemble members (model.ensemble; default 1)")
+    ap.add_argument("--no-count-state", dest="count_state", action="store_false",
+                    help="build the world model with model.count_state false (mask and count heads predict afresh; "
+                         "the model before explicit location counts)")
     ap.add_argument("--penalties", type=float, nargs="+", default=[0.0],
                     help="train-agent --uncertainty-penalty values, each with every temperature (default 0; > 0 needs --ensemble >= 2)")
     ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
@@ -358,7 +377,7 @@ def main() -> int:
         args.world_model = args.world_model.resolve()
 
     config = {"model": str(args.model), "device_profile": args.device_profile or None, "deterministic": True,
-              "cost_model": args.cost_model, "ensemble": args.ensemble, "penalties": args.penalties,
+              "cost_model": args.cost_model, "ensemble": args.ensemble, "count_state": args.count_state, "penalties": args.penalties,
               "temperatures": args.temperatures, "seeds": args.seeds, "agent_episodes": args.agent_episodes,
               "wm_episodes": args.wm_episodes, "dream_episodes": args.dream_episodes,
               "world_model": str(args.world_model) if args.world_model else None, "binary": args.binary,
@@ -392,7 +411,8 @@ def main() -> int:
                     log(f"penalty {pen:g}, tau {tau:g}, seed {seed}: {run['error']}")
                 else:
                     log(f"penalty {pen:g}, tau {tau:g}, seed {seed}: dream score {run['dream_score']:.3f} "
-                        f"(unpenalised {num(run.get('dream_score_raw'), '{:.3f}')}), "
+                        f"(unpenalised {num(run.get('dream_score_raw'), '{:.3f}')}; greedy "
+                        f"{num(run.get('dream_greedy_score'), '{:.2f}')}), "
                         f"real score {run['real_score']:.2f}% ({num(run.get('seconds'), '{:.1f}')} s)")
     rows = [summarise(pen, tau, [r for r in runs if r["penalty"] == pen and r["temperature"] == tau])
             for pen in args.penalties for tau in args.temperatures]
@@ -400,7 +420,9 @@ def main() -> int:
 
     head = header(args, wm)
     lines = [f"- penalty {pen:g}: largest |unpenalised dream - real| {num(a['max_gap'], '{:.2f}')} points; "
-             f"Spearman rank correlation of dream and real score over the temperatures {num(a['spearman'], '{:+.2f}')}"
+             f"Spearman rank correlation of dream and real score over the temperatures {num(a['spearman'], '{:+.2f}')}; "
+             f"greedy dream: largest |greedy dream - real| {num(a['greedy_max_gap'], '{:.2f}')} points, "
+             f"Spearman {num(a['greedy_spearman'], '{:+.2f}')}"
              for pen, a in agree.items()]
     text = head + "\n\n" + table(rows) + "\n\n" + "\n".join(lines)
     args.md.parent.mkdir(parents=True, exist_ok=True)
