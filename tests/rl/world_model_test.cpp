@@ -18,8 +18,9 @@ using namespace rltest;
 
 namespace {
 
-rl::WorldModelTrainOptions small_wm(const Graph& g, const fs::path& dir) {
+rl::WorldModelTrainOptions small_wm(const Graph& g, const fs::path& dir, cost::CostModel* cost) {
   rl::WorldModelTrainOptions o;
+  o.cost = cost;
   o.models = {{"fire", g}};
   o.rules = fire_rules();
   o.agent_config.hidden = 16;
@@ -112,8 +113,7 @@ TEST(WorldModel, LearnsASmallDeterministicEnvironmentAndTheDreamControllerImprov
   a.seed = 7;
   a.out = (dir / "agent.pt").string();
   ASSERT_TRUE(rl::train_agent(a));
-  auto o = small_wm(g, dir);
-  o.cost = m.get();
+  auto o = small_wm(g, dir, m.get());
   o.encoder_agent = a.out;
   o.agent_config = a.config;
   o.config.learning_rate = 3e-3;
@@ -203,8 +203,7 @@ TEST(WorldModel, DreamEnvMasksAndRefusesMaskedActions) {
   auto g = fire_modules(1);
   auto m = analytic();
   auto dir = temp_dir("dream");
-  auto o = small_wm(g, dir);
-  o.cost = m.get();
+  auto o = small_wm(g, dir, m.get());
   o.episodes = 20;
   o.config.epochs = 2;
   ASSERT_TRUE(rl::train_world_model(o));
@@ -242,8 +241,7 @@ TEST(WorldModel, CountStateDreamRunsOutOfMatchesWhereTheRealGraphDoes) {
   auto g = fire_modules(3);
   auto m = analytic();
   auto dir = temp_dir("counts");
-  auto o = small_wm(g, dir);
-  o.cost = m.get();
+  auto o = small_wm(g, dir, m.get());
   o.episodes = 60;
   o.config.epochs = 60;
   o.config.learning_rate = 3e-3;
@@ -302,8 +300,7 @@ TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
   auto g = fire_modules(1);
   auto m = analytic();
   auto dir = temp_dir("ensemble");
-  auto o = small_wm(g, dir);
-  o.cost = m.get();
+  auto o = small_wm(g, dir, m.get());
   o.episodes = 24;
   o.config.epochs = 3;
   o.config.ensemble = 3;
@@ -354,8 +351,7 @@ TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
   EXPECT_GT(ds->disagreement, 0.0);
   EXPECT_LE(ds->dream_score, ds->dream_score_raw);
   // A one-member world model refuses a penalty.
-  auto one = small_wm(g, dir);
-  one.cost = m.get();
+  auto one = small_wm(g, dir, m.get());
   one.episodes = 24;
   one.config.epochs = 1;
   one.out = (dir / "one.pt").string();
