@@ -290,7 +290,7 @@ def plot(rows: list[dict], runs: list[dict], out: Path, title: str) -> str | Non
         import matplotlib.pyplot as plt
 
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for ax, (key, name) in zip(axes, (("dream_score_raw", "dream score (unpenalised mean dream return)"),
+        for ax, (key, name) in zip(axes, (("dream_score_raw", "dream score (unpenalised; training and greedy)"),
                                           ("real_score", "real score (% improvement)"))):
             drawn = False
             for n, pen in enumerate(sorted({r["penalty"] for r in rows})):
@@ -301,6 +301,13 @@ def plot(rows: list[dict], runs: list[dict], out: Path, title: str) -> str | Non
                 drawn = True
                 ax.errorbar([t for t, _ in pts], [v["mean"] for _, v in pts], yerr=[v["std"] for _, v in pts],
                             color=c, marker="o", capsize=4, label=f"penalty {pen:g}: mean ± std")
+                if key == "dream_score_raw":  # the greedy dream rollout: the dream's prediction of the real score
+                    gp = [(r["temperature"], r["dream_greedy_score"]) for r in rows
+                          if r["penalty"] == pen and r.get("dream_greedy_score")]
+                    if gp:
+                        ax.errorbar([t for t, _ in gp], [v["mean"] for _, v in gp], yerr=[v["std"] for _, v in gp],
+                                    color=c, marker="s", linestyle="--", capsize=4,
+                                    label=f"penalty {pen:g}: greedy dream rollout")
                 seeds = [(r["temperature"], r[key]) for r in runs if r.get("penalty") == pen
                          and "error" not in r and isinstance(r.get(key), (int, float))]
                 ax.scatter([t for t, _ in seeds], [v for _, v in seeds], color=c, alpha=0.3, s=14)
