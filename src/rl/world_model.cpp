@@ -76,7 +76,7 @@ namespace wm {
 
 // Episodes padded to the longest into [B, T(+1), ...] tensors.
 struct SeqBatch {
-  torch::Tensor z, mask, log_count, count, xfer, location, reward, done, valid;
+  torch::Tensor z, mask, count, xfer, location, reward, done, valid;  // count: valid locations per xfer
   int64_t T = 0;
 };
 
@@ -86,7 +86,6 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
   for (const auto* e : eps) b.T = std::max<int64_t>(b.T, e->T);
   b.z = torch::zeros({B, b.T + 1, Z});
   b.mask = torch::zeros({B, b.T + 1, N});
-  b.log_count = torch::zeros({B, b.T + 1, N});
   b.count = torch::zeros({B, b.T + 1, N});
   b.xfer = torch::full({B, b.T}, N, torch::kInt64);
   b.location = torch::zeros({B, b.T}, torch::kInt64);
@@ -105,7 +104,6 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
     b.mask[i].slice(0, 0, S).copy_(m);
     auto c = torch::from_blob(const_cast<uint16_t*>(e.count.data()), {S * N}, torch::kInt16).to(torch::kInt32).bitwise_and(0xFFFF);
     b.count[i].slice(0, 0, S).copy_(c.to(torch::kFloat).view({S, N}));
-    b.log_count[i].slice(0, 0, S).copy_(torch::log1p(c.to(torch::kFloat)).view({S, N}));
     for (int64_t t = 0; t < e.T; ++t) {
       const auto k = static_cast<size_t>(t);
       xa[i][t] = e.xfer[k];
@@ -147,11 +145,10 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
     auto on = target_mask * v.unsqueeze(1);
     // count_state: the squared error of every xfer's count change, summed over xfers (most changes
     // are 0; a mean over N would dilute the few that are not).
-    auto delta = b.count.select(1, t + 1) - b.count.select(1, t);
     if (net->count_state)
-      cnt = cnt + ((h.log_count - delta).pow(2) * v.unsqueeze(1)).sum();
+      cnt = cnt + ((h.log_count - (b.count.select(1, t + 1) - b.count.select(1, t))).pow(2) * v.unsqueeze(1)).sum();
     else
-      cnt = cnt + ((h.log_count - b.log_count.select(1, t + 1)).pow(2) * on).sum();
+      cnt = cnt + ((h.log_count - torch::log1p(b.count.select(1, t + 1))).pow(2) * on).sum();
     torch::NoGradGuard ng;
     rse = rse + ((h.reward * reward_std - r).pow(2) * v).sum();
     dc = dc + (((h.done_logit > 0).to(torch::kFloat) == b.done.select(1, t)).to(torch::kFloat) * v).sum();
