@@ -2,7 +2,7 @@
 """Run rlflow over the HuggingFace corpus (scripts/export_hf_models) and check every file it writes.
 
     check_hf_corpus.py [--size small|full] [--targets ort,h100] [--json FILE] [--no-fail]
-                       [--out-dir DIR] [--timeout S] [names...]
+                       [--out-dir DIR] [--timeout S] [--from-json FILE] [names...]
 
 For each model in models/hf/<size>/ (names: a model, e.g. `bert`, selects bert and bert_dynamic;
 `bert_dynamic` selects only that file):
@@ -94,8 +94,10 @@ def summarise_json(doc: Optional[dict]) -> dict:
         "predicted_speedup": (doc.get("cost") or {}).get("speedup"),
         "cost_model": (doc.get("cost") or {}).get("model"),
         "kept_input": doc.get("kept_input"),
-        "ops_before": (doc.get("before") or {}).get("nodes"),
-        "ops_after": (doc.get("after") or {}).get("nodes"),
+        "ops_before": (doc.get("before") or {}).get("ops"),
+        "ops_after": (doc.get("after") or {}).get("ops"),
+        "opaque_ops": (doc.get("before") or {}).get("opaque_ops"),
+        "composites": doc.get("composites"),
     }
     m = doc.get("measured")
     if isinstance(m, dict):
@@ -296,7 +298,11 @@ def _verify(e: Optional[dict]) -> str:
 
 
 def _rules(e: Optional[dict]) -> str:
-    return str(sum((e or {}).get("rules_applied", {}).values())) if e and e.get("rc") == 0 else "-"
+    """Rewrites applied, plus the composites (GELU, LayerNorm, HardSwish) fused on import: '12+2f'."""
+    if not e or e.get("rc") != 0:
+        return "-"
+    fused = sum(v for k, v in (e.get("composites") or {}).items() if k != "removed_nodes")
+    return str(sum(e.get("rules_applied", {}).values())) + (f"+{fused}f" if fused else "")
 
 
 def print_table(recs: List[dict], targets: List[str]) -> None:
@@ -332,7 +338,7 @@ def print_table(recs: List[dict], targets: List[str]) -> None:
     for row in rows:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
     print("rc: rlflow exit code (3>0: exit 3 asking for --input-shape, then 0 with it); verify: num = reference "
-          "executor, struct = structural only; speedup: m measured here, p predicted by the cost model, (kept) = "
+          "executor, struct = structural only; rules: rewrites applied (+Nf: composites fused); speedup: m measured here, p predicted by the cost model, (kept) = "
           "input graph written; match: onnxruntime vs the input, atol 1e-4 rtol 1e-3 (x2: at 1x128 and 2x64); "
           "CHK: onnx.checker failed")
 
@@ -348,8 +354,13 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--out-dir", help="keep rlflow's outputs here (default: a temporary folder, deleted)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per rlflow run (default 600)")
     ap.add_argument("--rlflow", default=os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow")))
+    ap.add_argument("--from-json", metavar="FILE", help="print the table of an earlier --json FILE and exit")
     args = ap.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
+    if args.from_json:
+        doc = json.loads(Path(args.from_json).read_text())
+        print_table(doc["models"], doc["targets"])
+        return 0
 
     if not os.access(args.rlflow, os.X_OK):
         print(f"error: no rlflow binary at {args.rlflow} (run scripts/build)", file=sys.stderr)
