@@ -7,8 +7,9 @@ model, so re-running the script reproduces the committed files byte for byte.
 Valid models pass onnx.checker (full_check) and are numerically checked against
 onnxruntime; malformed ones are saved bypassing the checker on purpose.
 
-IR versions are the minimum for each opset, so that Debian's libonnx 1.12
-(IR <= 8, opset <= 17), which rlflow links, accepts every valid fixture.
+IR versions are the minimum for each opset, except in the ir10_* fixtures:
+those are written at IR 10 (what onnx >= 1.16 saves), which Debian's libonnx
+1.12 (IR <= 8, opset <= 17) rejected; rlflow links onnx 1.19 (scripts/build_onnx).
 """
 from __future__ import annotations
 
@@ -233,6 +234,31 @@ def opaque_op() -> onnx.ModelProto:
     return b.model("opaque_op", [vi("x", F, [2, 8])], [vi("y", F, [2, 8])], opset=14)
 
 
+def ir10_matmul() -> onnx.ModelProto:
+    """IR 10, as onnx.helper.make_model writes it since onnx 1.16, at an old opset: the checker of
+    onnx 1.12 rejects it ("Your model ir_version is higher than the checker's")."""
+    b = Builder(seed=8)
+    b.node("MatMul", ["x", b.weight("w1", [8, 16])], "h0")
+    b.node("Add", ["h0", b.weight("b1", [16], 0.1)], "h1")
+    b.node("Relu", ["h1"], "h")
+    b.node("MatMul", ["h", b.weight("w2", [16, 4])], "y")
+    model = b.model("ir10_matmul", [vi("x", F, [2, 8])], [vi("y", F, [2, 4])], opset=13)
+    model.ir_version = 10
+    return model
+
+
+def ir10_opset21() -> onnx.ModelProto:
+    """IR 10 at opset 21 with Gelu (opset 20): neither known to onnx 1.12's schemas."""
+    b = Builder(seed=9)
+    b.node("MatMul", ["x", b.weight("w1", [8, 16])], "h0")
+    b.node("Add", ["h0", b.weight("b1", [16], 0.1)], "h1")
+    b.node("Gelu", ["h1"], "h")
+    b.node("MatMul", ["h", b.weight("w2", [16, 4])], "y")
+    model = b.model("ir10_opset21", [vi("x", F, [2, 8])], [vi("y", F, [2, 4])], opset=21)
+    model.ir_version = 10
+    return model
+
+
 VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_cnn": tiny_cnn,
     "tiny_residual": tiny_residual,
@@ -241,6 +267,8 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,
     "opaque_op": opaque_op,
+    "ir10_matmul": ir10_matmul,
+    "ir10_opset21": ir10_opset21,
     # float16 end to end (scripts/half_precision.py): a CNN and an attention block.
     "tiny_cnn_fp16": lambda: half_precision.convert(tiny_cnn(), "float16"),
     "tiny_attention_fp16": lambda: half_precision.convert(tiny_attention(), "float16"),

@@ -1,12 +1,13 @@
+#include "onnx_lib.h"
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
-#include <onnx/onnx_pb.h>
 #include <unistd.h>
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -29,8 +30,10 @@ using ir::ValueRef;
 
 namespace {
 
-// Highest default-domain opset the linked ONNX library can check.
+// Highest default-domain opset and IR version the linked ONNX library can check (onnx 1.19.1, from
+// scripts/build_onnx: opset 24, IR 12). Newer files are exported unchecked rather than refused.
 int64_t max_known_opset() { return onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second; }
+int64_t max_known_ir_version() { return onnx::Version::IR_VERSION; }
 
 // Weights written after the rest of the model (streamed) instead of being copied into it.
 using BulkList = std::vector<std::pair<std::string, ir::TensorPtr>>;
@@ -461,7 +464,9 @@ Status Exporter::emit(NodeId id) {
 Status Exporter::run() {
   const auto& meta = g_.meta();
   opset_ = meta.opset("");
-  m_->set_ir_version(meta.ir_version);
+  // The input's IR version, but at least 4: IR <= 3 requires every initializer to be a graph input
+  // too, which the exporter does not write (so every IR 3 model failed the checker).
+  m_->set_ir_version(std::max<int64_t>(meta.ir_version, 4));
   for (const auto& [d, v] : meta.opsets) {
     auto* o = m_->add_opset_import();
     o->set_domain(d);
@@ -493,11 +498,13 @@ Status check_model(onnx::ModelProto& m) {
   int64_t opset = 0;
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  if (opset > max_known_opset()) {
-    spdlog::debug("skipping onnx::checker: opset {} is newer than the linked ONNX library knows", opset);
+  if (opset > max_known_opset() || m.ir_version() > max_known_ir_version()) {
+    spdlog::debug("skipping onnx::checker: opset {} / IR {} is newer than the linked ONNX library knows ({} / {})", opset,
+                  m.ir_version(), max_known_opset(), max_known_ir_version());
     return {};
   }
   try {
+    // Checked at the model's own IR version (the input's, at least 4; see Exporter::run).
     onnx::checker::check_model(m);
     // The "full" check: strict type and shape inference. It runs in place (no copy of the
     // weights) and the value_info it adds is dropped again.

@@ -3,7 +3,7 @@
 // graph is converted to the IR: this resolves shape chains (Shape -> Gather -> Concat -> Reshape)
 // into the constant parameters the IR needs. Data movement is done on raw bytes, arithmetic in
 // int64 or double, so no value is rounded through a wider or narrower type.
-#include <onnx/onnx_pb.h>
+#include "onnx_lib.h"
 
 #include <optional>
 #include <vector>

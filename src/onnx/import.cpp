@@ -1,5 +1,5 @@
+#include "onnx_lib.h"
 #include <onnx/defs/schema.h>
-#include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
 

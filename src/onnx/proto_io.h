@@ -1,6 +1,6 @@
 #pragma once
 // TensorProto <-> ir::Tensor, attribute access and file I/O shared by import and export.
-#include <onnx/onnx_pb.h>
+#include "onnx_lib.h"
 
 #include <functional>
 #include <optional>

@@ -2,7 +2,7 @@
 // leaves behind.
 #include <gtest/gtest.h>
 
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx_lib.h"
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "onnx/onnx_pb.h"
+#include "onnx/onnx_lib.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"

@@ -1,5 +1,5 @@
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx_lib.h"
 #include <unistd.h>
 
 #include <algorithm>

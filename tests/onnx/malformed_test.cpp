@@ -8,7 +8,7 @@
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx_lib.h"
 #include <unistd.h>
 
 #include <fstream>
