@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "aten_ops.h"
+#include "onnx_ops.h"
 
 namespace rlflow::exec {
 
@@ -33,7 +34,9 @@ Executor::Executor(ir::DType compute, int num_threads) : compute_(compute) {
   if (num_threads > 0 && at::get_num_threads() != num_threads) at::set_num_threads(num_threads);
 }
 
-bool Executor::supports(const ir::Node& node) { return node.kind != ir::OpKind::kOpaque; }
+bool Executor::supports(const ir::Node& node) {
+  return node.kind != ir::OpKind::kOpaque || detail::onnx_op_supported(std::get<ir::OpaqueParams>(node.params));
+}
 
 namespace {
 // A computed value handed out in its graph dtype: half values were computed wide.

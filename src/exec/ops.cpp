@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "aten_ops.h"
+#include "onnx_ops.h"
 #include "rlflow/ir/evaluator.h"
 
 namespace rlflow::exec::detail {
@@ -304,9 +305,7 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
     }
     case OpKind::kInput:
     case OpKind::kWeight: return unsupported(n, "source nodes are not evaluated");
-    case OpKind::kOpaque:
-      return Error::unsupported("reference executor: cannot run ONNX op " + std::get<ir::OpaqueParams>(n.params).op_type +
-                                " (kept opaque)");
+    case OpKind::kOpaque: return run_onnx_op(n, in);
   }
   return unsupported(n, "no kernel");
 }

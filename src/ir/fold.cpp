@@ -24,7 +24,21 @@ TensorPtr materialize_constant(const ConstantParams& p) {
 Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
   Graph out;
   out.meta() = g.meta();
-  const auto constant = constant_nodes(g);
+  // constant_nodes(), extended to the opaque nodes this evaluator runs.
+  std::vector<bool> constant(g.size(), false);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<NodeId>(i));
+    if (n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && !eval.can_evaluate(n))) continue;
+    bool all = true;
+    size_t in_bytes = 0, out_bytes = 0;
+    for (const auto& in : n.inputs) {
+      all = all && constant[static_cast<size_t>(in.node)];
+      in_bytes += static_cast<size_t>(g.type(in).numel()) * dtype_size(g.type(in).dtype);
+    }
+    for (const auto& t : n.outputs) out_bytes += static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+    if (n.kind == OpKind::kOpaque && out_bytes > std::max(in_bytes, kMaxFoldGrowthBytes)) all = false;
+    constant[i] = all;
+  }
   // Folded outputs of multi-output nodes become one Weight node each.
   std::vector<std::vector<ValueRef>> remap(g.size());
   for (size_t i = 0; i < g.size(); ++i) {

@@ -495,7 +495,8 @@ TEST(Executor, OpaqueNodeIsUnsupported) {
   GraphBuilder b;
   auto x = b.input("x", {DType::kFloat32, {2, 3}});
   OpaqueParams p;
-  p.op_type = "HardSwish";
+  p.domain = "com.example";
+  p.op_type = "FancySwish";
   p.input_slots = {0};
   p.output_slots = {0};
   auto y = b.op_with_types(OpKind::kOpaque, {x}, p, {{DType::kFloat32, {2, 3}}}, "hs");
@@ -503,7 +504,7 @@ TEST(Executor, OpaqueNodeIsUnsupported) {
   auto r = Executor().run(b.graph(), {iota({2, 3})});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
-  EXPECT_NE(r.error().message.find("HardSwish"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("FancySwish"), std::string::npos) << r.error().message;
   EXPECT_FALSE(Executor::supports(b.graph().node(y[0].node)));
   EXPECT_TRUE(Executor::supports(b.graph().node(x.node)));
 }

@@ -136,17 +136,40 @@ TEST(Fold, NodesDependingOnInputsAreKept) {
   EXPECT_EQ(f.hash(), g.hash());
 }
 
-TEST(Fold, OpaqueNodesAreNeverFolded) {
+TEST(Fold, OpaqueNodesTheExecutorCannotRunAreNeverFolded) {
   GraphBuilder b;
   auto x = b.input("x", {DType::kFloat32, {4}});
   auto w = b.weight("w", random_tensor({4}, 2));
   OpaqueParams p;
-  p.op_type = "HardSwish";
+  p.domain = "com.example";
+  p.op_type = "FancySwish";
   auto o = b.op_with_types(OpKind::kOpaque, {w}, p, {{DType::kFloat32, {4}}});
   b.output(b.add(x, o[0]), "y");
   Graph f = fold_ok(b.graph());
   EXPECT_EQ(count_kind(f, OpKind::kOpaque), 1u);
   EXPECT_EQ(f.size(), b.graph().size());
+}
+
+// An ONNX op from the executor's table folds like any IR op, unless folding would grow the
+// weights past kMaxFoldGrowthBytes (an Expand of a scalar to a large mask stays a node).
+TEST(Fold, ExecutableOpaqueNodesFoldUnlessTheyGrowTheWeights) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {4}});
+  auto w = b.weight("w", random_tensor({4}, 2));
+  OpaqueParams neg{"", "Neg", "", 17, {0}, {0}};
+  auto o = b.op_with_types(OpKind::kOpaque, {w}, neg, {{DType::kFloat32, {4}}});
+  auto shape = b.weight("shape", Tensor::i64({1024, 1024}));
+  OpaqueParams expand{"", "Expand", "", 17, {0, 1}, {0}};
+  auto big = b.op_with_types(OpKind::kOpaque, {b.weight("one", Tensor::scalar_f32(1.0f)), shape}, expand,
+                             {{DType::kFloat32, {1024, 1024}}});
+  b.output(b.add(x, o[0]), "y");
+  b.output(big[0], "mask");
+  Graph f = fold_ok(b.graph());
+  EXPECT_EQ(count_kind(f, OpKind::kOpaque), 1u);  // the Expand: 4 MB from 4 bytes
+  auto want = exec::Executor().run(b.graph(), {random_tensor({4}, 5)});
+  auto got = exec::Executor().run(f, {random_tensor({4}, 5)});
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_TRUE((*want)[0]->same_content(*(*got)[0]));
 }
 
 TEST(Fold, MultiOutputSplitOfAWeightFoldsIntoSeveralWeights) {

@@ -19,7 +19,9 @@ class Executor : public ir::Evaluator {
 
   Expected<std::vector<ir::TensorPtr>> evaluate(const ir::Node& node, const std::vector<ir::TensorPtr>& inputs) const override;
 
-  // True when the executor implements this node (opaque nodes are not).
+  bool can_evaluate(const ir::Node& node) const override { return supports(node); }
+
+  // True when the executor implements this node: every IR op, and the opaque ONNX ops of its table.
   static bool supports(const ir::Node& node);
 
  private:

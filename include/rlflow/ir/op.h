@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "rlflow/ir/attributes.h"
 #include "rlflow/ir/dtype.h"
 
 namespace rlflow {
@@ -154,7 +155,13 @@ struct OpaqueParams {
   int64_t since_version = 0;
   // ONNX input/output slot of each IR input/output: optional slots left empty ("") in between.
   std::vector<int64_t> input_slots, output_slots;
-  bool operator==(const OpaqueParams&) const = default;
+  // The attributes parsed (filled on import; what the executor reads). Derived from `attributes`,
+  // so equality and the hash ignore it.
+  AttributesPtr attrs;
+  bool operator==(const OpaqueParams& o) const {
+    return domain == o.domain && op_type == o.op_type && attributes == o.attributes && since_version == o.since_version &&
+           input_slots == o.input_slots && output_slots == o.output_slots;
+  }
 };
 
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
