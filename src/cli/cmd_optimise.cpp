@@ -193,6 +193,12 @@ std::string known_error(cost::CostModel& m) {
   return "measured per-op timings (" + m.device_fingerprint() + "); their sum is not a whole-graph measurement";
 }
 
+std::string dims_str(const std::map<std::string, int64_t>& dims) {
+  std::string s;
+  for (const auto& [name, size] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(size);
+  return s;
+}
+
 constexpr const char* kSlowerMarker = "candidate measured slower than the input";
 // A rewritten graph the reference executor cannot run (opaque ops) and that is not structurally the
 // input cannot be verified: it is never written, and the next candidate (finally the input) is tried.
@@ -337,6 +343,10 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   onnxio::ExportOptions eo;
   eo.evaluator = &ex;
   json verification = {{"enabled", o.verify}};
+  // A model with symbolic dims was specialised to representative sizes; verification also runs at
+  // a second set (each size halved, a size of 1 doubled), and the written file keeps the dims.
+  std::map<std::string, int64_t> second_sizes;
+  for (const auto& [dim, size] : stats.dynamic_dims) second_sizes[dim] = size == 1 ? 2 : std::max<int64_t>(1, size / 2);
   std::string unverifiable;  // why the last rewritten candidate could not be verified
   std::string failed_verification;  // why the last rewritten candidate failed verification
   double t_verify = 0, t_measure = 0;
@@ -344,6 +354,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     const auto tv = std::chrono::steady_clock::now();
     onnxio::ImportOptions io;
     io.evaluator = &ex;
+    io.dim_values = stats.dynamic_dims;  // the sizes the input was optimised at
     auto written = onnxio::import_model_file(tmp_path, io);
     if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
     exec::CompareOptions co;
@@ -376,6 +387,27 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     if (atol != o.atol || rtol != o.rtol) verification["tolerance_note"] = "widened for half-precision outputs";
     verification["seed"] = o.seed;
     if (!cmp->ok) return Error{ErrorCode::kVerificationFailed, "verification failed: " + cmp->message + "; nothing was written"};
+    if (!second_sizes.empty()) {
+      // A dynamic model is checked again at other sizes: a rewrite that baked in a size fails here.
+      const auto tv2 = std::chrono::steady_clock::now();
+      onnxio::ImportOptions io2;
+      io2.evaluator = &ex;
+      io2.dim_values = second_sizes;
+      auto orig2 = onnxio::import_model_file(o.model, io2);
+      auto written2 = onnxio::import_model_file(tmp_path, io2);
+      Expected<exec::Comparison> cmp2 = Error::internal("not compared");
+      if (orig2 && written2) cmp2 = exec::compare_graphs(*orig2, *written2, co);
+      t_verify += seconds_since(tv2);
+      const std::string at = " at the second sizes (" + dims_str(second_sizes) + ")";
+      if (!orig2) return Error::internal("re-importing the input" + at + " failed: " + orig2.error().message);
+      if (!written2)
+        return Error{ErrorCode::kVerificationFailed, "the result does not run" + at + ": " + written2.error().message + "; nothing was written"};
+      if (!cmp2)
+        return Error{ErrorCode::kVerificationFailed, "cannot verify the result" + at + ": " + cmp2.error().message + "; nothing was written"};
+      verification["second_sizes"] = second_sizes;
+      verification["second_max_abs_diff"] = cmp2->max_abs_diff;
+      if (!cmp2->ok) return Error{ErrorCode::kVerificationFailed, "verification failed" + at + ": " + cmp2->message + "; nothing was written"};
+    }
     return {};
   };
 
@@ -482,6 +514,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
            {"steps", steps_json},
            {"time_s", {{"import", t_import}, {"search", t_search}, {"export", t_export}, {"verify", t_verify},
                        {"measure", t_measure}, {"total", total}}}};
+    if (!stats.dynamic_dims.empty()) j["dynamic_dims"] = stats.dynamic_dims;
     if (!measured.is_null()) j["measured"] = measured;
     else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost_json["model"]}, {"known_error", cost_json["known_error"]}};
     if (!kept_reason.empty()) j["kept_input"] = kept_reason;
@@ -489,6 +522,9 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     return kOk;
   }
   std::printf("rlflow optimise %s -> %s  (search: %s, target: %s)\n", o.model.c_str(), o.output.c_str(), o.search.c_str(), o.target.c_str());
+  if (!stats.dynamic_dims.empty())
+    std::printf("dynamic dims kept in the output; optimised at %s%s\n", dims_str(stats.dynamic_dims).c_str(),
+                o.verify ? (", verified also at " + dims_str(second_sizes)).c_str() : "");
   print_op_table(before, &after);
   if (result) {
     std::printf("predicted by the %s cost model: %.4f ms -> %.4f ms, %.3fx (a prediction, not a measurement)\n",

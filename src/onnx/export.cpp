@@ -86,12 +86,20 @@ class Exporter {
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(v);
   }
+  // A graph input or output: a dynamic model's symbolic dims are written back as declared.
   void value_info(onnx::ValueInfoProto* vi, const std::string& name, const ir::TensorType& t) {
     vi->set_name(name);
     auto* tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(dtype_to_onnx(t.dtype));
     auto* s = tt->mutable_shape();
-    for (auto d : t.shape) s->add_dim()->set_dim_value(d);
+    auto sym = g_.meta().symbolic_dims.find(name);
+    const bool keep = sym != g_.meta().symbolic_dims.end() && sym->second.size() == t.shape.size();
+    for (size_t a = 0; a < t.shape.size(); ++a) {
+      auto* d = s->add_dim();
+      const std::string param = keep ? sym->second[a] : std::string();
+      if (param.empty()) d->set_dim_value(t.shape[a]);
+      else if (param != "?") d->set_dim_param(param);
+    }
   }
 
   const ir::Graph& g_;
@@ -102,6 +110,7 @@ class Exporter {
   std::unordered_set<std::string> used_nodes_;  // node names
   std::vector<std::vector<std::string>> names_;
   std::vector<std::pair<ValueRef, std::string>> identity_outputs_;  // outputs that need an Identity
+  std::vector<bool> duplicate_weight_;  // a weight with the same type and bytes as an earlier one
   int64_t opset_ = 0;
 };
 
@@ -122,8 +131,28 @@ void Exporter::assign_names() {
     if (nm.empty()) nm = g_.node(id).name;
     used_.insert(nm);
   }
+  // Equal weights are written once and read under one name: a weight an export shares between
+  // layers arrives here as several nodes (one per rewritten reader, or per folded Transpose of it).
+  duplicate_weight_.assign(g_.size(), false);
+  std::vector<size_t> original(g_.size());
+  std::unordered_map<uint64_t, std::vector<size_t>> weights_by_hash;
   for (size_t i = 0; i < g_.size(); ++i) {
     const auto& n = g_.node(static_cast<NodeId>(i));
+    if (n.kind != OpKind::kWeight || !n.value) continue;
+    auto& same_hash = weights_by_hash[n.value->content_hash()];
+    for (size_t j : same_hash) {
+      const auto& first = g_.node(static_cast<NodeId>(j)).value;
+      if (first->type() == n.value->type() && first->same_content(*n.value)) {
+        duplicate_weight_[i] = true;
+        original[i] = j;
+        break;
+      }
+    }
+    if (!duplicate_weight_[i]) same_hash.push_back(i);
+  }
+  for (size_t i = 0; i < g_.size(); ++i) {
+    const auto& n = g_.node(static_cast<NodeId>(i));
+    if (duplicate_weight_[i]) names_[i][0] = names_[original[i]][0];  // named already: original[i] < i
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       auto& nm = names_[i][k];
       if (!nm.empty()) continue;
@@ -171,6 +200,7 @@ Status Exporter::emit(NodeId id) {
       value_info(gp_->add_input(), out, n.outputs[0]);
       return {};
     case OpKind::kWeight:
+      if (duplicate_weight_[static_cast<size_t>(id)]) return {};
       if (bulk_ && ir::is_float(n.value->dtype()) && n.value->nbytes() >= kBulkBytes) {
         auto* t = gp_->add_initializer();
         t->set_name(out);
@@ -448,7 +478,10 @@ Status Exporter::emit(NodeId id) {
         const auto slot = static_cast<size_t>(k < p.output_slots.size() ? p.output_slots[k] : static_cast<int64_t>(k));
         if (full_out.size() <= slot) full_out.resize(slot + 1);
         full_out[slot] = outs[k];
-        value_info(gp_->add_value_info(), outs[k], n.outputs[k]);
+        // Types for readers that cannot infer them; in a dynamic model, where these sizes are only
+        // representative, ONNX inference types the standard ops instead.
+        const bool std_domain = p.domain.empty() || p.domain == "ai.onnx";
+        if (!(g_.meta().dynamic() && std_domain)) value_info(gp_->add_value_info(), outs[k], n.outputs[k]);
       }
       auto* c = add_node(p.op_type, n, full_in, full_out);
       c->set_domain(p.domain);

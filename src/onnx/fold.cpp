@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "proto_io.h"
+#include "rlflow/ir/evaluator.h"
 #include "rlflow/ir/shape_inference.h"
 
 namespace rlflow::onnxio {
@@ -406,7 +407,9 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     auto target = ints_of(in[1]);
     auto s = ir::broadcast_shapes(in[0]->shape(), target);
     if (!s) return Error::bad_input("Expand: " + s.error().message);
-    if (ir::numel(*s) > kMaxFoldElements) return not_handled();
+    if (ir::numel(*s) > kMaxFoldElements ||
+        static_cast<size_t>(ir::numel(*s)) * ir::dtype_size(in[0]->dtype()) > std::max(in[0]->nbytes(), ir::kMaxFoldGrowthBytes))
+      return not_handled();  // a large mask from a small constant stays a node rather than bloating the file
     const auto strides = strides_of(in[0]->shape());
     const Shape& is = in[0]->shape();
     const Shape os = *s;
@@ -425,6 +428,7 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     }
     if (value->numel() != 1) return Error::bad_input("ConstantOfShape: value must have one element");
     const size_t es = ir::dtype_size(value->dtype());
+    if (static_cast<size_t>(ir::numel(shape)) * es > ir::kMaxFoldGrowthBytes) return not_handled();
     std::vector<std::byte> bytes(static_cast<size_t>(ir::numel(shape)) * es);
     for (size_t k = 0; k < bytes.size(); k += es) std::memcpy(bytes.data() + k, value->raw(), es);
     return single(std::make_shared<const Tensor>(TensorType{value->dtype(), shape}, std::move(bytes)));

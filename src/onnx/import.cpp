@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -75,6 +76,10 @@ class Importer {
   Status convert_node(const onnx::NodeProto& n);
   Expected<bool> convert_known(const onnx::NodeProto& n);  // false: decline (becomes opaque)
   Status convert_opaque(const onnx::NodeProto& n);
+  Expected<ir::OpaqueParams> opaque_params(const onnx::NodeProto& n) const;
+  Expected<bool> fold_through_evaluator(const onnx::NodeProto& n);
+  void infer_node_types(const onnx::NodeProto& n);
+  void record_type(const onnx::ValueInfoProto& vi);
 
   Expected<ValueRef> ref(const std::string& name);
   TensorPtr constant(const onnx::NodeProto& n, int k) const {
@@ -100,6 +105,14 @@ class Importer {
   std::unordered_map<std::string, Value> values_;
   std::unordered_map<std::string, TensorType> onnx_types_;
   int64_t opset_ = 0;
+  // Dynamic models: the declared symbolic dims of inputs and outputs, the size each symbolic dim
+  // was given, and (from ONNX inference over the symbolic model) which axes of each tensor vary.
+  std::map<std::string, std::vector<std::string>> symbolic_;
+  std::map<std::string, int64_t> dim_sizes_;
+  std::unordered_map<std::string, std::vector<bool>> varying_axes_;
+  bool dynamic() const { return !symbolic_.empty(); }
+  void infer_varying_axes();
+  bool varies(const std::string& tensor, int64_t from, int64_t to) const;
 };
 
 Status Importer::read_meta() {
@@ -171,12 +184,40 @@ Status Importer::read_inputs() {
     } else {
       if (!tt.has_shape()) return bad("graph input '" + vi.name() + "' has no shape; pass --input-shape " + vi.name() + ":d0,d1,...");
       for (const auto& d : tt.shape().dim()) {
-        if (!d.has_dim_value() || d.dim_value() <= 0)
-          return bad("graph input '" + vi.name() + "' has a dynamic dimension" +
-                     (d.has_dim_param() ? " '" + d.dim_param() + "'" : std::string()) + "; pass --input-shape " +
-                     vi.name() + ":d0,d1,... to make it static");
-        shape.push_back(d.dim_value());
+        if (d.has_dim_value() && d.dim_value() <= 0)
+          return bad("graph input '" + vi.name() + "' has a dimension of size " + std::to_string(d.dim_value()) +
+                     "; pass --input-shape " + vi.name() + ":d0,d1,... to give it a size");
+        if (d.has_dim_value()) {
+          shape.push_back(d.dim_value());
+          continue;
+        }
+        // A symbolic dimension: one representative size per name, shared by every input using it.
+        const int64_t axis = static_cast<int64_t>(shape.size());
+        const std::string key = d.dim_param().empty() ? vi.name() + ":" + std::to_string(axis) : d.dim_param();
+        auto given = opts_.dim_values.find(key);
+        auto chosen = dim_sizes_.find(key);
+        const int64_t size = given != opts_.dim_values.end() ? given->second
+                             : chosen != dim_sizes_.end()   ? chosen->second
+                             : axis == 0                    ? 1
+                                                            : kDefaultDynamicSize;
+        if (size <= 0) return Error{ErrorCode::kUsage, "size " + std::to_string(size) + " for dimension '" + key + "'"};
+        dim_sizes_[key] = size;
+        shape.push_back(size);
       }
+    }
+    // Symbolic dims are recorded whether or not --input-shape gave their sizes: the written file keeps them.
+    if (tt.has_shape()) {
+      std::vector<std::string> sym;
+      bool any = false;
+      for (int a = 0; a < tt.shape().dim_size(); ++a) {
+        const auto& d = tt.shape().dim(a);
+        const bool symbolic = !d.has_dim_value();
+        any = any || symbolic;
+        sym.push_back(!symbolic ? std::string() : d.dim_param().empty() ? std::string("?") : d.dim_param());
+        if (symbolic && override_shape && a < static_cast<int>(override_shape->size()))
+          dim_sizes_[d.dim_param().empty() ? vi.name() + ":" + std::to_string(a) : d.dim_param()] = (*override_shape)[static_cast<size_t>(a)];
+      }
+      if (any) symbolic_[vi.name()] = std::move(sym);
     }
     TensorType t{*dt, shape};
     values_[vi.name()] = Value{b_.input(vi.name(), t), nullptr, t};
@@ -219,28 +260,116 @@ Status Importer::infer_onnx_types() {
     }
   }
   try {
-    onnx::ShapeInferenceOptions o{false, 0, false};
+    // Data propagation carries shape values through Shape -> Gather -> Concat chains, so an
+    // Expand or Reshape whose shape is computed from static shapes gets a static type.
+    onnx::ShapeInferenceOptions o{false, 0, true};
     onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), o);
   } catch (const std::exception& e) {
     spdlog::debug("{}: ONNX shape inference stopped early: {}", label_, e.what());
   }
-  auto record = [&](const onnx::ValueInfoProto& vi) {
-    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
-    const auto& tt = vi.type().tensor_type();
-    auto dt = dtype_from_onnx(tt.elem_type(), vi.name());
-    if (!dt) return;
-    ir::Shape s;
-    bool ok = true;
-    for (const auto& d : tt.shape().dim()) {
-      ok = ok && d.has_dim_value();
-      s.push_back(d.dim_value());
-    }
-    if (ok) onnx_types_[vi.name()] = TensorType{*dt, s};
-  };
   // Inferred intermediate types, then graph outputs (inference refines their declared types).
-  for (const auto& vi : copy.graph().value_info()) record(vi);
-  for (const auto& vi : copy.graph().output()) record(vi);
+  for (const auto& vi : copy.graph().value_info()) record_type(vi);
+  for (const auto& vi : copy.graph().output()) record_type(vi);
   return {};
+}
+
+// ONNX inference over the model as declared, symbolic inputs and all: an axis whose extent it cannot
+// state as a number varies with the input sizes. Values computed from such an extent (Shape, Size)
+// are not folded, so the written file computes them at run time as its input did.
+void Importer::infer_varying_axes() {
+  onnx::ModelProto copy;
+  *copy.mutable_opset_import() = model_.opset_import();
+  copy.set_ir_version(model_.ir_version());
+  auto* g = copy.mutable_graph();
+  for (const auto& n : model_.graph().node()) *g->add_node() = n;
+  for (const auto& vi : model_.graph().input()) *g->add_input() = vi;
+  for (const auto& t : model_.graph().initializer()) {
+    auto* c = g->add_initializer();
+    if (is_bulk_weight(t)) {
+      c->set_name(t.name());
+      c->set_data_type(t.data_type());
+      *c->mutable_dims() = t.dims();
+      c->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto* kv = c->add_external_data();
+      kv->set_key("location");
+      kv->set_value("stripped");
+    } else {
+      *c = t;
+    }
+  }
+  try {
+    onnx::ShapeInferenceOptions o{false, 0, true};
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), o);
+  } catch (const std::exception& e) {
+    spdlog::debug("{}: symbolic ONNX shape inference stopped early: {}", label_, e.what());
+  }
+  auto note = [&](const onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    std::vector<bool> v;
+    for (const auto& d : vi.type().tensor_type().shape().dim()) v.push_back(!d.has_dim_value());
+    varying_axes_[vi.name()] = std::move(v);
+  };
+  for (const auto& vi : copy.graph().input()) note(vi);
+  for (const auto& vi : copy.graph().value_info()) note(vi);
+}
+
+// Whether axes [from, to) of a tensor may differ at other input sizes (unknown counts as yes).
+bool Importer::varies(const std::string& tensor, int64_t from, int64_t to) const {
+  if (!dynamic()) return false;
+  auto it = varying_axes_.find(tensor);
+  if (it == varying_axes_.end()) return values_.count(tensor) == 0 || !values_.at(tensor).constant;
+  for (int64_t a = std::max<int64_t>(from, 0); a < to && a < static_cast<int64_t>(it->second.size()); ++a)
+    if (it->second[static_cast<size_t>(a)]) return true;
+  return false;
+}
+
+void Importer::record_type(const onnx::ValueInfoProto& vi) {
+  if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+  const auto& tt = vi.type().tensor_type();
+  auto dt = dtype_from_onnx(tt.elem_type(), vi.name());
+  if (!dt) return;
+  ir::Shape s;
+  for (const auto& d : tt.shape().dim()) {
+    if (!d.has_dim_value()) return;
+    s.push_back(d.dim_value());
+  }
+  onnx_types_[vi.name()] = TensorType{*dt, s};
+}
+
+// ONNX shape inference of one node, given what import knows by now: the static types of its inputs
+// and the values of its (small) constant inputs. This types an opaque node whose shape depends on
+// values that were folded on import, which whole-model inference could not see.
+void Importer::infer_node_types(const onnx::NodeProto& n) {
+  onnx::ModelProto m;
+  *m.mutable_opset_import() = model_.opset_import();
+  m.set_ir_version(model_.ir_version());
+  auto* g = m.mutable_graph();
+  *g->add_node() = n;
+  std::unordered_set<std::string> seen;
+  for (const auto& name : n.input()) {
+    if (name.empty() || !seen.insert(name).second) continue;
+    auto it = values_.find(name);
+    if (it == values_.end() || !it->second.type) continue;
+    const auto& c = it->second.constant;
+    if (c && c->nbytes() <= ir::kMaxFoldGrowthBytes) tensor_to_proto(*c, name, g->add_initializer());
+    auto* vi = g->add_input();
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(dtype_to_onnx(it->second.type->dtype));
+    auto* shp = tt->mutable_shape();
+    for (auto d : it->second.type->shape) shp->add_dim()->set_dim_value(d);
+  }
+  for (const auto& o : n.output())
+    if (!o.empty()) g->add_output()->set_name(o);
+  try {
+    onnx::ShapeInferenceOptions o{false, 0, true};
+    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), o);
+  } catch (const std::exception& e) {
+    spdlog::debug("{}: ONNX shape inference of node '{}' failed: {}", label_, n.name(), e.what());
+    return;
+  }
+  for (const auto& vi : m.graph().value_info()) record_type(vi);
+  for (const auto& vi : m.graph().output()) record_type(vi);
 }
 
 Expected<std::vector<const onnx::NodeProto*>> Importer::sorted_nodes() {
@@ -375,8 +504,18 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
     if (stats_) ++stats_->folded_nodes;
     return {};
   }
+  // In a dynamic model, the extent of an axis that varies with the input sizes is not a constant.
+  bool fold = true;
+  if (std_domain && dynamic() && (op == "Shape" || op == "Size") && n.input_size() > 0) {
+    const auto t = type_of(n.input(0));
+    const int64_t r = t ? t->rank() : 0;
+    int64_t from = op == "Shape" ? attr_int(n, "start", 0) : 0, to = op == "Shape" ? attr_int(n, "end", r) : r;
+    if (from < 0) from += r;
+    if (to < 0) to += r;
+    fold = !varies(n.input(0), from, to);
+  }
   // Resolve constants first: shape chains and weight-only ONNX ops fold here.
-  if (std_domain) {
+  if (std_domain && fold) {
     std::vector<TensorPtr> cins;
     std::vector<std::optional<TensorType>> types;
     for (int k = 0; k < n.input_size(); ++k) {
@@ -394,6 +533,13 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
       return {};
     }
   }
+  // Every other all-constant node folds through the reference executor, so constant chains of any
+  // op it runs (a causal mask built by Trilu, Where and Expand) become values later nodes can read.
+  if (std_domain && opts_.evaluator) {
+    auto folded = fold_through_evaluator(n);
+    if (!folded) return folded.error();
+    if (*folded) return {};
+  }
   if (std_domain) {
     auto handled = convert_known(n);
     if (!handled) return handled.error();
@@ -402,7 +548,7 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   return convert_opaque(n);
 }
 
-Status Importer::convert_opaque(const onnx::NodeProto& n) {
+Expected<ir::OpaqueParams> Importer::opaque_params(const onnx::NodeProto& n) const {
   ir::OpaqueParams p;
   p.domain = n.domain();
   p.op_type = n.op_type();
@@ -410,19 +556,85 @@ Status Importer::convert_opaque(const onnx::NodeProto& n) {
   *attrs.mutable_attribute() = n.attribute();
   p.attributes = attrs.SerializeAsString();
   p.since_version = b_.graph().meta().opset(n.domain());
-  std::vector<ValueRef> ins;
+  auto parsed = attributes_from_proto(n, base_dir_);
+  if (!parsed) return bad_node(n, parsed.error().message);
+  p.attrs = *parsed;
+  for (int k = 0; k < n.input_size(); ++k)
+    if (!n.input(k).empty()) p.input_slots.push_back(k);
+  for (int k = 0; k < n.output_size(); ++k)
+    if (!n.output(k).empty()) p.output_slots.push_back(k);
+  return p;
+}
+
+Expected<bool> Importer::fold_through_evaluator(const onnx::NodeProto& n) {
+  std::vector<TensorPtr> ins;
+  size_t in_bytes = 0;
   for (int k = 0; k < n.input_size(); ++k) {
     if (n.input(k).empty()) continue;
-    auto r = ref(n.input(k));
+    auto c = constant(n, k);
+    if (!c) return false;
+    ins.push_back(c);
+    in_bytes += c->nbytes();
+  }
+  if (ins.empty()) return false;  // sources (random generators among them) are never folded
+  auto p = opaque_params(n);
+  if (!p) return p.error();
+  ir::Node node;
+  node.kind = OpKind::kOpaque;
+  node.name = n.name();
+  // Known output types let the executor store half-precision results in their dtype.
+  for (int64_t slot : p->output_slots) {
+    auto it = onnx_types_.find(n.output(static_cast<int>(slot)));
+    if (it == onnx_types_.end()) {
+      node.outputs.clear();
+      break;
+    }
+    node.outputs.push_back(it->second);
+  }
+  const auto slots = p->output_slots;
+  node.params = std::move(*p);
+  if (!opts_.evaluator->can_evaluate(node)) return false;
+  // Where inference knows the result's size, a large one is not even computed (a Tile or Expand of a
+  // constant to gigabytes would stay a node anyway).
+  size_t typed_bytes = 0;
+  for (const auto& t : node.outputs) typed_bytes += static_cast<size_t>(t.numel()) * ir::dtype_size(t.dtype);
+  if (typed_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return false;
+  auto r = opts_.evaluator->evaluate(node, ins);
+  if (!r) {  // the converters below then report the node, or keep it opaque
+    spdlog::debug("{}: not folding node '{}' ({}): {}", label_, n.name(), n.op_type(), r.error().message);
+    return false;
+  }
+  size_t out_bytes = 0;
+  for (const auto& t : *r) out_bytes += t->nbytes();
+  if (r->size() != slots.size() || out_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return false;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const auto& t = (*r)[k];
+    values_[n.output(static_cast<int>(slots[k]))] = Value{std::nullopt, t, t->type()};
+  }
+  if (stats_) ++stats_->folded_nodes;
+  return true;
+}
+
+Status Importer::convert_opaque(const onnx::NodeProto& n) {
+  auto params = opaque_params(n);
+  if (!params) return params.error();
+  ir::OpaqueParams p = std::move(*params);
+  std::vector<ValueRef> ins;
+  for (int64_t k : p.input_slots) {
+    auto r = ref(n.input(static_cast<int>(k)));
     if (!r) return r.error();
     ins.push_back(*r);
-    p.input_slots.push_back(k);
   }
   std::vector<TensorType> outs;
   std::vector<std::string> names;
+  p.output_slots.clear();
   for (int k = 0; k < n.output_size(); ++k) {
     if (n.output(k).empty()) continue;
     auto it = onnx_types_.find(n.output(k));
+    if (it == onnx_types_.end()) {
+      infer_node_types(n);
+      it = onnx_types_.find(n.output(k));
+    }
     if (it == onnx_types_.end())
       return Error::unsupported(label_ + ": cannot determine the static type of '" + n.output(k) + "', output of " +
                                 n.op_type() + " node '" + n.name() + "' (an op rlflow keeps opaque)");
@@ -632,6 +844,7 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     if (!x) return bad_node(n, "unknown input type");
     auto ax = norm_axis(attr_int(n, "axis", 0), x->rank());
     if (!ax) return ax.error();
+    if (varies(n.input(0), *ax, *ax + 1)) return false;  // its sizes would bake in this input's extent
     std::vector<int64_t> sizes;
     if (opset_ >= 13 && present(n, 1)) {
       auto s = const_ints(1);
@@ -662,6 +875,9 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     auto spec = const_ints(1);
     if (!x || !spec) return false;
     const bool allowzero = attr_int(n, "allowzero", 0) != 0;
+    // A 0 or -1 resolved against a varying extent would bake in this input's size.
+    const bool relative = std::any_of(spec->begin(), spec->end(), [&](int64_t v) { return v == -1 || (v == 0 && !allowzero); });
+    if (relative && varies(n.input(0), 0, x->rank())) return false;
     ir::Shape s;
     int64_t known = 1, infer_at = -1;
     for (size_t d = 0; d < spec->size(); ++d) {
@@ -815,6 +1031,7 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     for (size_t k = 0; k < axes.size(); ++k) {
       auto a = norm_axis(axes[k], x->rank());
       if (!a) return a.error();
+      if (varies(n.input(0), *a, *a + 1)) return false;  // clamped bounds would bake in this extent
       const int64_t dim = x->shape[static_cast<size_t>(*a)];
       if (steps[k] == 0) return bad_node(n, "step 0");
       int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
@@ -906,6 +1123,7 @@ Expected<ir::Graph> Importer::run() {
   if (!order) return order.error();
   for (const auto* n : *order) RLFLOW_TRY_STATUS(check_arity(*n));
   RLFLOW_TRY_STATUS(infer_onnx_types());
+  if (dynamic()) infer_varying_axes();
   for (const auto* n : *order) RLFLOW_TRY_STATUS(convert_node(*n));
   std::unordered_set<std::string> out_names;
   for (const auto& o : model_.graph().output()) {
@@ -919,8 +1137,21 @@ Expected<ir::Graph> Importer::run() {
                                                std::string(ir::dtype_name(*dt)) + " but computed as " + b_.type(*r).str());
     }
     b_.output(*r, o.name());
+    // A dynamic model's outputs keep their declared symbolic dims (unknown ones where undeclared).
+    if (dynamic()) {
+      const auto rank = b_.type(*r).rank();
+      std::vector<std::string> sym(static_cast<size_t>(rank), "?");
+      if (o.type().tensor_type().has_shape() && o.type().tensor_type().shape().dim_size() == rank)
+        for (int a = 0; a < rank; ++a) {
+          const auto& d = o.type().tensor_type().shape().dim(a);
+          sym[static_cast<size_t>(a)] = d.has_dim_value() ? std::string() : d.dim_param().empty() ? std::string("?") : d.dim_param();
+        }
+      if (std::any_of(sym.begin(), sym.end(), [](const std::string& x) { return !x.empty(); })) symbolic_[o.name()] = sym;
+    }
   }
+  if (stats_) stats_->dynamic_dims = dim_sizes_;
   ir::Graph g = ir::remove_dead_nodes(std::move(b_).build());
+  g.meta().symbolic_dims = symbolic_;
   if (opts_.evaluator) {
     auto folded = ir::fold_constants(g, *opts_.evaluator);
     if (!folded) return folded.error().with_context(label_);

@@ -197,6 +197,28 @@ std::optional<std::vector<int64_t>> attr_ints(const onnx::NodeProto& n, const st
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+Expected<ir::AttributesPtr> attributes_from_proto(const onnx::NodeProto& n, const std::string& base_dir) {
+  auto out = std::make_shared<ir::Attributes>();
+  for (const auto& a : n.attribute()) {
+    switch (a.type()) {
+      case onnx::AttributeProto::INT: out->set(a.name(), a.i()); break;
+      case onnx::AttributeProto::FLOAT: out->set(a.name(), static_cast<double>(a.f())); break;
+      case onnx::AttributeProto::STRING: out->set(a.name(), a.s()); break;
+      case onnx::AttributeProto::INTS: out->set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end())); break;
+      case onnx::AttributeProto::FLOATS: out->set(a.name(), std::vector<double>(a.floats().begin(), a.floats().end())); break;
+      case onnx::AttributeProto::STRINGS: out->set(a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end())); break;
+      case onnx::AttributeProto::TENSOR: {
+        auto t = tensor_from_proto(a.t(), base_dir);
+        if (!t) return t.error();
+        out->set(a.name(), *t);
+        break;
+      }
+      default: break;  // graphs, sparse tensors, type protos: no kernel reads them (control flow is refused earlier)
+    }
+  }
+  return ir::AttributesPtr(std::move(out));
+}
+
 }  // namespace rlflow::onnxio
 
 #include "rlflow/onnx/model_io.h"

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rlflow/ir/attributes.h"
 #include "rlflow/ir/tensor.h"
 #include "rlflow/util/expected.h"
 #include "rlflow/util/file_io.h"
@@ -27,6 +28,8 @@ int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t dflt
 double attr_float(const onnx::NodeProto& n, const std::string& name, double dflt);
 std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& dflt);
 std::optional<std::vector<int64_t>> attr_ints(const onnx::NodeProto& n, const std::string& name);
+// Every attribute the executor may read, parsed once (tensor attributes read relative to base_dir).
+Expected<ir::AttributesPtr> attributes_from_proto(const onnx::NodeProto& n, const std::string& base_dir);
 
 
 }  // namespace rlflow::onnxio

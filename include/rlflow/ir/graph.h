@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,11 @@ struct ModelMeta {
   std::string producer_name, producer_version, domain, doc_string, graph_name = "rlflow";
   int64_t model_version = 0;
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Graph inputs and outputs declared with symbolic dimensions, by name: per axis the ONNX dim_param,
+  // "" for a static axis, "?" for a dynamic axis without a name. The graph itself is specialised to
+  // representative sizes; export writes these back, so the written file stays as dynamic as its input.
+  std::map<std::string, std::vector<std::string>> symbolic_dims;
+  bool dynamic() const { return !symbolic_dims.empty(); }
   int64_t opset(const std::string& domain = "") const;
 };
 

@@ -20,13 +20,21 @@ struct ImportOptions {
   std::vector<ir::TensorPtr> positional_constants;
   // Folds weight-only subgraphs into weights after conversion; nullptr keeps them.
   const ir::Evaluator* evaluator = nullptr;
+  // Sizes for symbolic input dimensions, by dim_param name (or "input:axis" for an unnamed one).
+  // A dimension not named here takes a representative size: 1 on axis 0 (the batch), else
+  // kDefaultDynamicSize (a sequence length). The graph is specialised to these sizes; the symbolic
+  // dims are kept in its meta for export, and nothing that depends on them is folded.
+  std::map<std::string, int64_t> dim_values;
 };
+
+inline constexpr int64_t kDefaultDynamicSize = 128;
 
 struct ImportStats {
   int onnx_nodes = 0;
   int folded_nodes = 0;   // ONNX nodes resolved to constants (shape chains, Constant)
   int removed_nodes = 0;  // Identity and inference-mode Dropout
   int opaque_nodes = 0;
+  std::map<std::string, int64_t> dynamic_dims;  // each symbolic input dimension and the size it was given
 };
 
 // `label` names the source in error messages (normally the file path).
