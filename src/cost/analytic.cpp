@@ -16,8 +16,9 @@ double AnalyticCostModel::cost_ms(const OpWork& w) const {
 }
 
 Expected<double> AnalyticCostModel::op_cost(const OpSignature& sig) {
-  if (sig.kind == ir::OpKind::kOpaque) return kOpaqueCostMs;
-  if (sig.kind == ir::OpKind::kInput || sig.kind == ir::OpKind::kWeight) return 0.0;
+  const auto cls = ir::op_info(sig.kind).cost;
+  if (cls == ir::CostClass::kOpaque) return kOpaqueCostMs;
+  if (cls == ir::CostClass::kFree) return 0.0;
   return cost_ms(op_work(sig));
 }
 

@@ -13,9 +13,10 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
   for (size_t i = 0; i < g.size(); ++i) {
     const auto id = static_cast<ir::NodeId>(i);
     const auto& n = g.node(id);
-    if (n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight) continue;
+    const auto cls = ir::op_info(n.kind).cost;
+    if (cls == ir::CostClass::kFree) continue;
     NodeCost c{id};
-    if (n.kind == ir::OpKind::kOpaque) {
+    if (cls == ir::CostClass::kOpaque) {
       c.opaque = true;
       c.ms = kOpaqueCostMs;
     } else if (constant[i]) {

@@ -37,56 +37,38 @@ bool is_pointwise_conv(const OpSignature& s) {
 double signature_flops(const OpSignature& s) { return ir::op_flops(s.kind, s.params, s.inputs, s.outputs); }
 
 OpWork op_work(const OpSignature& s) {
-  using ir::OpKind;
+  using ir::CostClass;
   OpWork w;
   w.flops = signature_flops(s);
   w.bytes = total_bytes(s.inputs) + total_bytes(s.outputs);
   w.half = !s.outputs.empty() && ir::is_half(s.outputs[0].dtype);
-  switch (s.kind) {
-    case OpKind::kConv:
+  switch (ir::op_info(s.kind).cost) {
+    case CostClass::kConv:
       // A fused activation is applied to the accumulator before the store: no extra memory pass.
       w.compute = is_pointwise_conv(s) ? ComputeClass::kMatMul : ComputeClass::kConv;
       break;
-    case OpKind::kErf:
-    case OpKind::kGelu:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kPow:
-      w.compute = ComputeClass::kSpecial;
-      break;
-    case OpKind::kMaxPool:
-    case OpKind::kAveragePool:
-      w.compute = ComputeClass::kPool;
-      break;
-    case OpKind::kMatMul:
-    case OpKind::kGemm:
-      w.compute = ComputeClass::kMatMul;
-      break;
-    case OpKind::kReshape:
-    case OpKind::kFlatten:
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze:
-      w.view = true;
-      w.bytes = 0;
-      break;
-    case OpKind::kSlice:
+    case CostClass::kMatMul: w.compute = ComputeClass::kMatMul; break;
+    case CostClass::kSpecial: w.compute = ComputeClass::kSpecial; break;
+    case CostClass::kPool: w.compute = ComputeClass::kPool; break;
+    case CostClass::kLayout: w.memory = MemoryClass::kLayout; break;
+    case CostClass::kSlice:
       // Only the selected elements are read.
       w.memory = MemoryClass::kLayout;
       w.bytes = 2 * total_bytes(s.outputs);
       break;
-    case OpKind::kGather:
+    case CostClass::kGather:
       // Reads the indices and one data element per output element.
       w.memory = MemoryClass::kLayout;
       w.bytes = 2 * total_bytes(s.outputs) + (s.inputs.size() > 1 ? bytes_of(s.inputs[1]) : 0);
       break;
-    case OpKind::kConstant:
-      w.bytes = total_bytes(s.outputs);
+    case CostClass::kView:
+      w.view = true;
+      w.bytes = 0;
       break;
-    case OpKind::kTranspose: case OpKind::kConcat: case OpKind::kSplit: case OpKind::kPad:
-    case OpKind::kEnlarge: case OpKind::kCast:
-      w.memory = MemoryClass::kLayout;
-      break;
-    default:
+    case CostClass::kFill: w.bytes = total_bytes(s.outputs); break;
+    case CostClass::kVector:
+    case CostClass::kFree:    // priced 0 by the cost models before they get here
+    case CostClass::kOpaque:  // priced by a fixed guess, likewise
       break;
   }
   return w;

@@ -9,11 +9,62 @@
 namespace rlflow::ir {
 
 namespace {
-constexpr std::array<std::string_view, kNumOpKinds> kNames = {
-#define RLFLOW_X(n) #n,
-    RLFLOW_OP_KINDS(RLFLOW_X)
-#undef RLFLOW_X
-};
+
+// The op table. A new OpKind needs its row here (the static_assert below says so) and a case in
+// every switch over OpKind (-Werror=switch says where).
+#define RLFLOW_OP(kind, onnx_type, form, cost) \
+  OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost }
+constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
+    RLFLOW_OP(Input, "", kSource, kFree),
+    RLFLOW_OP(Weight, "", kSource, kFree),
+    RLFLOW_OP(Constant, "", kSource, kFill),  // folded into an initializer on export
+    RLFLOW_OP(Conv, "Conv", kOther, kConv),
+    RLFLOW_OP(MatMul, "MatMul", kOther, kMatMul),
+    RLFLOW_OP(Gemm, "Gemm", kOther, kMatMul),
+    RLFLOW_OP(Add, "Add", kElementwiseBinary, kVector),
+    RLFLOW_OP(Sub, "Sub", kElementwiseBinary, kVector),
+    RLFLOW_OP(Mul, "Mul", kElementwiseBinary, kVector),
+    RLFLOW_OP(Div, "Div", kElementwiseBinary, kVector),
+    RLFLOW_OP(Pow, "Pow", kElementwiseBinary, kSpecial),
+    RLFLOW_OP(Sqrt, "Sqrt", kElementwiseUnary, kVector),
+    RLFLOW_OP(Relu, "Relu", kElementwiseUnary, kVector),
+    RLFLOW_OP(Sigmoid, "Sigmoid", kElementwiseUnary, kSpecial),
+    RLFLOW_OP(Tanh, "Tanh", kElementwiseUnary, kSpecial),
+    RLFLOW_OP(Erf, "Erf", kElementwiseUnary, kSpecial),
+    RLFLOW_OP(Clip, "Clip", kElementwiseUnary, kVector),
+    RLFLOW_OP(Softmax, "Softmax", kOther, kVector),
+    RLFLOW_OP(LayerNorm, "LayerNormalization", kOther, kVector),
+    RLFLOW_OP(ReduceMean, "ReduceMean", kOther, kVector),
+    RLFLOW_OP(BatchNorm, "BatchNormalization", kOther, kVector),
+    RLFLOW_OP(MaxPool, "MaxPool", kOther, kPool),
+    RLFLOW_OP(AveragePool, "AveragePool", kOther, kPool),
+    RLFLOW_OP(GlobalAveragePool, "GlobalAveragePool", kOther, kVector),
+    RLFLOW_OP(Concat, "Concat", kOther, kLayout),
+    RLFLOW_OP(Split, "Split", kOther, kLayout),
+    RLFLOW_OP(Transpose, "Transpose", kOther, kLayout),
+    RLFLOW_OP(Reshape, "Reshape", kOther, kView),
+    RLFLOW_OP(Flatten, "Flatten", kOther, kView),
+    RLFLOW_OP(Pad, "Pad", kOther, kLayout),
+    RLFLOW_OP(Slice, "Slice", kOther, kSlice),
+    RLFLOW_OP(Gather, "Gather", kOther, kGather),
+    RLFLOW_OP(Squeeze, "Squeeze", kOther, kView),
+    RLFLOW_OP(Unsqueeze, "Unsqueeze", kOther, kView),
+    RLFLOW_OP(Enlarge, "Pad", kOther, kLayout),  // TASO's kernel enlargement is a Pad of the weight
+    RLFLOW_OP(ScalarMul, "Mul", kElementwiseUnary, kVector),  // Mul by a scalar initializer
+    RLFLOW_OP(Cast, "Cast", kElementwiseUnary, kLayout),
+    RLFLOW_OP(Gelu, "Gelu", kElementwiseUnary, kSpecial),
+    RLFLOW_OP(HardSigmoid, "HardSigmoid", kElementwiseUnary, kVector),
+    RLFLOW_OP(HardSwish, "HardSwish", kElementwiseUnary, kVector),
+    RLFLOW_OP(Opaque, "", kOther, kOpaque),
+}};
+#undef RLFLOW_OP
+
+constexpr bool one_row_per_kind_in_order() {
+  for (size_t i = 0; i < kOps.size(); ++i)
+    if (static_cast<size_t>(kOps[i].kind) != i) return false;
+  return true;
+}
+static_assert(one_row_per_kind_in_order(), "kOps needs one row per OpKind, in the order of RLFLOW_OP_KINDS");
 
 std::string join(const std::vector<int64_t>& v) {
   std::ostringstream os;
@@ -22,28 +73,19 @@ std::string join(const std::vector<int64_t>& v) {
 }
 }  // namespace
 
-std::string_view op_name(OpKind k) { return kNames[static_cast<size_t>(k)]; }
+const OpInfo& op_info(OpKind k) { return kOps[static_cast<size_t>(k)]; }
+
+std::string_view op_name(OpKind k) { return op_info(k).name; }
 
 std::optional<OpKind> op_from_name(std::string_view name) {
-  for (size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == name) return static_cast<OpKind>(i);
+  for (const auto& op : kOps)
+    if (op.name == name) return op.kind;
   return std::nullopt;
 }
 
-bool is_elementwise_binary(OpKind k) {
-  return k == OpKind::kAdd || k == OpKind::kSub || k == OpKind::kMul || k == OpKind::kDiv || k == OpKind::kPow;
-}
-
-bool is_elementwise_unary(OpKind k) {
-  switch (k) {
-    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kSqrt:
-    case OpKind::kClip: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish: return true;
-    default: return false;
-  }
-}
-
-bool is_source(OpKind k) { return k == OpKind::kInput || k == OpKind::kWeight || k == OpKind::kConstant; }
+bool is_elementwise_binary(OpKind k) { return op_info(k).form == OpForm::kElementwiseBinary; }
+bool is_elementwise_unary(OpKind k) { return op_info(k).form == OpForm::kElementwiseUnary; }
+bool is_source(OpKind k) { return op_info(k).form == OpForm::kSource; }
 
 std::string_view activation_name(Activation a) {
   switch (a) {

@@ -5,15 +5,10 @@
 namespace rlflow::ir {
 
 std::string op_display_name(const Node& n) {
-  // The ONNX op the node is written as (see onnx/export.cpp).
-  switch (n.kind) {
-    case OpKind::kOpaque: return std::get<OpaqueParams>(n.params).op_type;
-    case OpKind::kBatchNorm: return "BatchNormalization";
-    case OpKind::kLayerNorm: return "LayerNormalization";
-    case OpKind::kScalarMul: return "Mul";
-    case OpKind::kEnlarge: return "Pad";
-    default: return std::string(op_name(n.kind));
-  }
+  // The ONNX op the node is written as (see onnx/export.cpp); sources keep their IR names.
+  if (n.kind == OpKind::kOpaque) return std::get<OpaqueParams>(n.params).op_type;
+  const OpInfo& op = op_info(n.kind);
+  return std::string(op.onnx_type.empty() ? op.name : op.onnx_type);
 }
 
 double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorType>& inputs,
@@ -62,9 +57,13 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
     case OpKind::kUnsqueeze: case OpKind::kConcat: case OpKind::kSplit: case OpKind::kSlice: case OpKind::kGather:
     case OpKind::kPad: case OpKind::kCast: case OpKind::kConstant: case OpKind::kOpaque:
       return 0;
-    default:
+    case OpKind::kInput: case OpKind::kWeight:  // returned 0 above
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
+    case OpKind::kSqrt: case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf:
+    case OpKind::kClip: case OpKind::kEnlarge: case OpKind::kScalarMul:
       return out;
   }
+  return out;
 }
 
 double node_flops(const Graph& g, NodeId id) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/evaluator.h"
 #include "rlflow/ir/summary.h"
@@ -115,6 +117,44 @@ TEST(Summary, CountsOpsParametersAndFlops) {
   EXPECT_EQ(s.num_parameters, 8 * 4 * 3 * 3);
   // conv: 2 * (1*8*8*8 outputs) * (4*3*3) MACs; relu: one per output element
   EXPECT_DOUBLE_EQ(s.flops, 2.0 * 512 * 36 + 512);
+}
+
+TEST(OpTable, OneRowPerKindWithItsName) {
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const auto k = static_cast<OpKind>(i);
+    EXPECT_EQ(op_info(k).kind, k);
+    EXPECT_EQ(op_from_name(op_name(k)), k) << op_name(k);
+  }
+  EXPECT_EQ(op_name(OpKind::kGlobalAveragePool), "GlobalAveragePool");
+  EXPECT_FALSE(op_from_name("Nope"));
+}
+
+TEST(OpTable, FormsAndOnnxNames) {
+  using K = OpKind;
+  std::set<K> unary, binary, source;
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const auto k = static_cast<OpKind>(i);
+    if (is_elementwise_unary(k)) unary.insert(k);
+    if (is_elementwise_binary(k)) binary.insert(k);
+    if (is_source(k)) source.insert(k);
+  }
+  EXPECT_EQ(unary, (std::set<K>{K::kRelu, K::kSigmoid, K::kTanh, K::kErf, K::kSqrt, K::kClip, K::kScalarMul, K::kCast,
+                                K::kGelu, K::kHardSigmoid, K::kHardSwish}));
+  EXPECT_EQ(binary, (std::set<K>{K::kAdd, K::kSub, K::kMul, K::kDiv, K::kPow}));
+  EXPECT_EQ(source, (std::set<K>{K::kInput, K::kWeight, K::kConstant}));
+  Node bn;
+  bn.kind = K::kBatchNorm;
+  EXPECT_EQ(op_display_name(bn), "BatchNormalization");
+  Node scale;
+  scale.kind = K::kScalarMul;
+  EXPECT_EQ(op_display_name(scale), "Mul");
+  Node c;
+  c.kind = K::kConstant;
+  EXPECT_EQ(op_display_name(c), "Constant");
+  Node opaque;
+  opaque.kind = K::kOpaque;
+  opaque.params = OpaqueParams{"com.microsoft", "FusedMatMul"};
+  EXPECT_EQ(op_display_name(opaque), "FusedMatMul");
 }
 
 TEST(Constant, IdentityConvKernelHasOnesAtTheCentre) {

@@ -36,6 +36,43 @@ inline constexpr int kNumOpKinds = 0
 #undef RLFLOW_X
     ;
 
+// What an op is, as far as code that does not look at its parameters cares.
+enum class OpForm : uint8_t {
+  kSource,             // no inputs: Input, Weight, Constant
+  kElementwiseUnary,   // one input, an output of its shape (Cast changes the type)
+  kElementwiseBinary,  // two inputs, numpy broadcasting
+  kOther
+};
+
+// How the analytic roofline prices an op (cost/work.cpp turns it into compute and memory rates).
+enum class CostClass : uint8_t {
+  kFree,     // a value that exists before the graph runs (Input, Weight)
+  kOpaque,   // an op rlflow does not model: a fixed guess
+  kConv,     // convolution (a pointwise one runs, and is priced, as a GEMM)
+  kMatMul,   // GEMM libraries, tensor cores
+  kVector,   // elementwise arithmetic, normalisations, reductions: vector rate, streaming memory
+  kSpecial,  // transcendental elementwise (erf, tanh, sigmoid, pow): many instructions per element
+  kPool,     // sliding-window pooling kernels
+  kLayout,   // strided or indexed data movement (transpose, concat, split, pad, cast)
+  kSlice,    // layout; reads only the selected elements
+  kGather,   // layout; reads the indices and one data element per output element
+  kView,     // metadata only, no kernel runs
+  kFill,     // writes its output, reads nothing
+};
+
+// One row per OpKind (src/ir/op.cpp): what is per op and not a converter of its own.
+struct OpInfo {
+  OpKind kind;
+  std::string_view name;         // the IR name (rule files, logs): the OpKind without its k
+  std::string_view onnx_type;    // the ONNX op it is written as (its newest form; export may decompose it
+                                 // for older opsets); "" when it is not one node: graph inputs and
+                                 // initializers, and Opaque (whose op type is per node)
+  std::string_view onnx_domain;  // "" = ai.onnx
+  OpForm form;
+  CostClass cost;
+};
+const OpInfo& op_info(OpKind k);
+
 std::string_view op_name(OpKind k);
 std::optional<OpKind> op_from_name(std::string_view name);
 bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
