@@ -400,7 +400,7 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       }
       return one({in[0].dtype, out});
     }
-    default:
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
       break;
   }
   return fail(k, "no shape inference rule");

@@ -206,10 +206,15 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       auto dt = f.ints.count("dtype") ? f.ints.at("dtype").at(0) : 0;
       return ir::OpParams{ir::ConstantParams{static_cast<ir::ConstantFill>(*fl), *s, static_cast<ir::DType>(dt), real("value", 0.0)}};
     }
-    default: return ir::OpParams{};
+    case OpKind::kInput: case OpKind::kWeight: case OpKind::kMatMul: case OpKind::kAdd: case OpKind::kSub:
+    case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
+    case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kGlobalAveragePool:
+    case OpKind::kHardSwish: case OpKind::kOpaque:
+      break;
   }
 #undef RL_NEED
 #undef RL_SCALAR
+  return ir::OpParams{};
 }
 
 Fields default_fields(OpKind kind, int64_t nsp) {
@@ -227,8 +232,16 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kPad: return {{{"mode", {0}}}, {{"value", 0.0}}};
     case OpKind::kBatchNorm:
     case OpKind::kLayerNorm: return {{{"axis", {-1}}}, {{"epsilon", 1e-5}}};
-    default: return {};
+    case OpKind::kInput: case OpKind::kWeight: case OpKind::kConstant: case OpKind::kMatMul: case OpKind::kAdd:
+    case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt:
+    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip:
+    case OpKind::kSoftmax: case OpKind::kGlobalAveragePool: case OpKind::kConcat: case OpKind::kSplit:
+    case OpKind::kTranspose: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSlice:
+    case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kEnlarge:
+    case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kHardSwish: case OpKind::kOpaque:
+      break;
   }
+  return {};
 }
 
 }  // namespace rlflow::rules

@@ -33,8 +33,16 @@ std::string short_kind(OpKind k) {
     case OpKind::kEnlarge: return "enlarge";
     case OpKind::kConstant: return "const";
     case OpKind::kBatchNorm: return "bn";
-    default: return std::string(ir::op_name(k));
+    case OpKind::kInput: case OpKind::kWeight: case OpKind::kGemm: case OpKind::kSub: case OpKind::kDiv:
+    case OpKind::kPow: case OpKind::kSqrt: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf:
+    case OpKind::kClip: case OpKind::kSoftmax: case OpKind::kLayerNorm: case OpKind::kReduceMean:
+    case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad:
+    case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
+    case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid: case OpKind::kHardSwish:
+    case OpKind::kOpaque:
+      break;
   }
+  return std::string(ir::op_name(k));
 }
 
 std::string rule_name(const Directed& d, const std::string& key, std::set<std::string>* taken) {

@@ -383,7 +383,15 @@ class Enumerator {
         for (size_t d = 0; d < 2; ++d) out[d] = slots_[static_cast<size_t>(in[0])].cuts[d];
         break;
       case OpKind::kConstant: break;
-      default:  // elementwise (with broadcasting), BatchNorm
+      // elementwise (with broadcasting), BatchNorm; the other kinds are not in the generator's op set
+      case OpKind::kInput: case OpKind::kWeight: case OpKind::kGemm: case OpKind::kAdd: case OpKind::kSub:
+      case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
+      case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip: case OpKind::kSoftmax:
+      case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kBatchNorm:
+      case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad:
+      case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
+      case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
+      case OpKind::kHardSwish: case OpKind::kOpaque:
         for (int t : in) {
           const Slot& s = slots_[static_cast<size_t>(t)];
           const size_t off = out.size() - std::min(out.size(), s.cuts.size());

@@ -468,7 +468,9 @@ class Translator {
       case OpKind::kEnlarge: return S.apply("Enlarge", {in(n, 0), get_list(n, "kernel")});
       case OpKind::kConstant:
         return S.apply("Const", {get_scalar(n, "fill"), get_list(n, "shape"), get_scalar(n, "dtype"), get_real(n, "value")});
-      default: break;
+      case OpKind::kInput: case OpKind::kWeight: case OpKind::kGelu: case OpKind::kHardSigmoid:
+      case OpKind::kHardSwish: case OpKind::kOpaque:
+        break;
     }
     note("operator " + op + " of node '" + n.pn->id + "' is not modelled");
     return c.constant((n.pn->id + "!" + std::to_string(fresh_++)).c_str(), S.T());
@@ -563,7 +565,15 @@ class Translator {
         assume(what, f);
         return;
       }
-      default: return;
+      case OpKind::kInput: case OpKind::kWeight: case OpKind::kConstant: case OpKind::kGemm: case OpKind::kAdd:
+      case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt:
+      case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip:
+      case OpKind::kSoftmax: case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kMaxPool:
+      case OpKind::kAveragePool: case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten:
+      case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze:
+      case OpKind::kUnsqueeze: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu:
+      case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque:
+        return;
     }
     (void)out;
   }
