@@ -40,7 +40,9 @@ DEFAULT_OPS = (
     "Asinh Acosh Atanh IsNaN IsInf Softsign Softplus Mish LeakyRelu Elu Selu Celu ThresholdedRelu PRelu "
     "ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare "
     "ArgMax ArgMin TopK LogSoftmax Hardmax LpNormalization Einsum InstanceNormalization GroupNormalization "
-    "Resize ConvTranspose DepthToSpace SpaceToDepth GlobalMaxPool Size"
+    "Resize ConvTranspose DepthToSpace SpaceToDepth GlobalMaxPool Size NegativeLogLikelihoodLoss "
+    "SoftmaxCrossEntropyLoss GridSample DequantizeLinear QuantizeLinear DynamicQuantizeLinear EyeLike Det Shrink "
+    "MeanVarianceNormalization LRN ReverseSequence"
 ).split()
 
 

@@ -203,6 +203,8 @@ constexpr const char* kSlowerMarker = "candidate measured slower than the input"
 // A rewritten graph the reference executor cannot run (opaque ops) and that is not structurally the
 // input cannot be verified: it is never written, and the next candidate (finally the input) is tried.
 constexpr const char* kUnverifiableMarker = "candidate cannot be verified";
+// A rewritten graph of a dynamic model that fails verification at the second sizes: it baked in a size.
+constexpr const char* kSizeSpecificMarker = "candidate holds only at the sizes it was optimised at";
 
 }  // namespace
 
@@ -347,6 +349,8 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   // a second set (each size halved, a size of 1 doubled), and the written file keeps the dims.
   std::map<std::string, int64_t> second_sizes;
   for (const auto& [dim, size] : stats.dynamic_dims) second_sizes[dim] = size == 1 ? 2 : std::max<int64_t>(1, size / 2);
+  std::string size_specific;  // why the last rewritten candidate failed at the second sizes
+  bool writing_input = false;
   std::string unverifiable;  // why the last rewritten candidate could not be verified
   std::string failed_verification;  // why the last rewritten candidate failed verification
   double t_verify = 0, t_measure = 0;
@@ -400,13 +404,19 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       t_verify += seconds_since(tv2);
       const std::string at = " at the second sizes (" + dims_str(second_sizes) + ")";
       if (!orig2) return Error::internal("re-importing the input" + at + " failed: " + orig2.error().message);
-      if (!written2)
-        return Error{ErrorCode::kVerificationFailed, "the result does not run" + at + ": " + written2.error().message + "; nothing was written"};
-      if (!cmp2)
-        return Error{ErrorCode::kVerificationFailed, "cannot verify the result" + at + ": " + cmp2.error().message + "; nothing was written"};
+      std::string why = !written2 ? "the result does not run" + at + ": " + written2.error().message
+                        : !cmp2   ? "cannot verify the result" + at + ": " + cmp2.error().message
+                        : !cmp2->ok ? "verification failed" + at + ": " + cmp2->message
+                                    : std::string();
+      if (!why.empty()) {
+        // A rewrite that holds only at the sizes it was found at: that candidate is not written,
+        // the next one is tried. The input graph itself must hold at every size.
+        if (writing_input) return Error{ErrorCode::kVerificationFailed, why + "; nothing was written"};
+        size_specific = why;
+        return Error::internal(kSizeSpecificMarker);
+      }
       verification["second_sizes"] = second_sizes;
       verification["second_max_abs_diff"] = cmp2->max_abs_diff;
-      if (!cmp2->ok) return Error{ErrorCode::kVerificationFailed, "verification failed" + at + ": " + cmp2->message + "; nothing was written"};
     }
     return {};
   };
@@ -455,7 +465,9 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       spdlog::warn("{}: {}; trying the next candidate", c.label, failed_verification);
       continue;
     }
-    if (st.error().message != kSlowerMarker && st.error().message != kUnverifiableMarker) return report_error(g, st.error());
+    if (st.error().message != kSlowerMarker && st.error().message != kUnverifiableMarker &&
+        st.error().message != kSizeSpecificMarker)
+      return report_error(g, st.error());
   }
   // Every rewritten candidate failed verification: nothing is written, and the exit code says so.
   if (!chosen && !failed_verification.empty()) return report_error(g, Error{ErrorCode::kVerificationFailed, failed_verification});
@@ -466,9 +478,13 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
       kept_reason = no_predicted_gain;
     else if (!unverifiable.empty())
       kept_reason = "the rewritten graph cannot be verified (" + unverifiable + "), and only a verified graph is written";
+    else if (!size_specific.empty())
+      kept_reason = "the rewritten graph holds only at the sizes it was optimised at (" + size_specific +
+                    "), and the output keeps the input's dynamic axes";
     else if (rewritten)
       kept_reason = "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +
                     "x (lower 95% bound) against the input on " + o.target;
+    writing_input = true;
     auto st = o.verify ? onnxio::write_model_file(*original, o.output, eo, o.model, verify_written)
                        : onnxio::write_model_file(*original, o.output, eo, o.model);
     if (!st.ok()) return report_error(g, st.error());

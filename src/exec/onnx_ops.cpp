@@ -251,6 +251,13 @@ Outs pad(const OnnxCall& c) {
 struct Taps {
   std::vector<std::vector<int64_t>> idx;
   std::vector<std::vector<double>> w;
+  std::vector<bool> outside;  // tf_crop_and_resize: the sample falls outside the input (extrapolated)
+};
+
+struct ResizeAxis {
+  double scale = 1.0;
+  int64_t size = 0;
+  double roi_start = 0.0, roi_end = 1.0;
 };
 
 // As the ONNX reference computes it, the resized length in align_corners and pytorch_half_pixel is
@@ -270,12 +277,23 @@ double source_coord(const std::string& mode, double x, double scale, int64_t in_
   throw Unsupported("coordinate_transformation_mode " + mode);
 }
 
-Taps resize_taps(const ir::Attributes& a, int64_t in_len, int64_t out_len, double scale) {
+Taps resize_taps(const ir::Attributes& a, int64_t in_len, const ResizeAxis& ax) {
   const std::string mode = a.s("mode", "nearest");
   const std::string ctm = a.s("coordinate_transformation_mode", "half_pixel");
+  const int64_t out_len = ax.size;
+  const double scale = ax.scale;
   Taps t;
   for (int64_t o = 0; o < out_len; ++o) {
-    const double x = source_coord(ctm, static_cast<double>(o), scale, in_len, out_len);
+    double x;
+    if (ctm == "tf_crop_and_resize") {
+      const double span = static_cast<double>(in_len - 1);
+      x = out_len > 1 ? ax.roi_start * span + static_cast<double>(o) * (ax.roi_end - ax.roi_start) * span / static_cast<double>(out_len - 1)
+                      : 0.5 * (ax.roi_start + ax.roi_end) * span;
+      t.outside.push_back(x < 0 || x > span);
+    } else {
+      x = source_coord(ctm, static_cast<double>(o), scale, in_len, out_len);
+      t.outside.push_back(false);
+    }
     auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in_len - 1); };
     if (mode == "nearest") {
       const std::string nm = a.s("nearest_mode", "round_prefer_floor");
@@ -326,34 +344,70 @@ Taps resize_taps(const ir::Attributes& a, int64_t in_len, int64_t out_len, doubl
 
 bool resize_accepts(const ir::Attributes& a, int64_t opset) {
   const std::string mode = a.s("mode", "nearest");
-  const std::string ctm = a.s("coordinate_transformation_mode", "half_pixel");
-  return opset >= 11 && (mode == "nearest" || mode == "linear" || mode == "cubic") && ctm != "tf_crop_and_resize" &&
-         a.i("antialias", 0) == 0 && !a.has("axes") && a.s("keep_aspect_ratio_policy", "stretch") == "stretch";
+  const std::string policy = a.s("keep_aspect_ratio_policy", "stretch");
+  return opset >= 11 && (mode == "nearest" || mode == "linear" || mode == "cubic") && a.i("antialias", 0) == 0 &&
+         (policy == "stretch" || policy == "not_larger" || policy == "not_smaller");
 }
 
 Outs resize(const OnnxCall& c) {
   at::Tensor x = c.x(0);
   const int64_t r = x.dim();
-  std::vector<double> scales(static_cast<size_t>(r), 1.0);
-  std::vector<int64_t> sizes(static_cast<size_t>(r));
+  std::vector<int64_t> axes = c.a.ints("axes").value_or(std::vector<int64_t>{});
+  if (axes.empty())
+    for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  for (auto& a : axes) a = norm_axis(a, r);
+  std::vector<ResizeAxis> ax(static_cast<size_t>(r));
+  for (int64_t d = 0; d < r; ++d) ax[d].size = x.size(d);
+  const size_t n = axes.size();
   if (c.has(3) && c.in[3]->numel() > 0) {
-    sizes = ints_of(*c.in[3]);
-    for (int64_t d = 0; d < r; ++d) scales[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.size(d));
+    auto sizes = ints_of(*c.in[3]);
+    if (sizes.size() != n) throw std::invalid_argument("sizes has the wrong length");
+    const std::string policy = c.a.s("keep_aspect_ratio_policy", "stretch");
+    double common = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+    for (size_t k = 0; k < n; ++k) {
+      const double s = static_cast<double>(sizes[k]) / static_cast<double>(x.size(axes[k]));
+      common = policy == "not_larger" ? std::min(common, s) : std::max(common, s);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      auto& a = ax[static_cast<size_t>(axes[k])];
+      if (policy == "stretch") {
+        a.size = sizes[k];
+        a.scale = static_cast<double>(sizes[k]) / static_cast<double>(x.size(axes[k]));
+      } else {  // one scale for every axis; sizes rounded half to even, as the reference does
+        a.scale = common;
+        a.size = static_cast<int64_t>(std::nearbyint(common * static_cast<double>(x.size(axes[k]))));
+      }
+    }
   } else if (c.has(2) && c.in[2]->numel() > 0) {
     auto s = c.in[2]->to(at::kDouble).contiguous();
-    for (int64_t d = 0; d < r; ++d) {
-      scales[d] = s[d].item<double>();
-      sizes[d] = static_cast<int64_t>(std::floor(static_cast<double>(x.size(d)) * scales[d]));
+    if (static_cast<size_t>(s.numel()) != n) throw std::invalid_argument("scales has the wrong length");
+    for (size_t k = 0; k < n; ++k) {
+      auto& a = ax[static_cast<size_t>(axes[k])];
+      a.scale = s[static_cast<int64_t>(k)].item<double>();
+      a.size = static_cast<int64_t>(std::floor(static_cast<double>(x.size(axes[k])) * a.scale));
     }
   } else {
     throw std::invalid_argument("Resize needs scales or sizes");
   }
+  const bool crop = c.a.s("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize";
+  if (crop) {
+    if (!c.has(1)) throw std::invalid_argument("tf_crop_and_resize needs roi");
+    auto roi = c.in[1]->to(at::kDouble).contiguous();
+    if (static_cast<size_t>(roi.numel()) != 2 * n) throw std::invalid_argument("roi has the wrong length");
+    for (size_t k = 0; k < n; ++k) {
+      ax[static_cast<size_t>(axes[k])].roi_start = roi[static_cast<int64_t>(k)].item<double>();
+      ax[static_cast<size_t>(axes[k])].roi_end = roi[static_cast<int64_t>(n + k)].item<double>();
+    }
+  }
   const bool floating = at::isFloatingType(x.scalar_type());
   at::Tensor y = floating ? x : x.to(at::kDouble);
+  at::Tensor outside;  // extrapolated positions (tf_crop_and_resize)
   for (int64_t d = 0; d < r; ++d) {
-    if (sizes[d] == y.size(d) && scales[d] == 1.0) continue;
-    Taps t = resize_taps(c.a, y.size(d), sizes[d], scales[d]);
+    if (!crop && ax[d].size == y.size(d) && ax[d].scale == 1.0) continue;
+    Taps t = resize_taps(c.a, y.size(d), ax[d]);
     const size_t ntaps = t.idx.empty() ? 1 : t.idx[0].size();
+    std::vector<int64_t> wshape(static_cast<size_t>(r), 1);
+    wshape[d] = ax[d].size;
     at::Tensor acc;
     for (size_t k = 0; k < ntaps; ++k) {
       std::vector<int64_t> idx;
@@ -362,14 +416,17 @@ Outs resize(const OnnxCall& c) {
         idx.push_back(t.idx[o][k]);
         w.push_back(t.w[o][k]);
       }
-      std::vector<int64_t> wshape(static_cast<size_t>(r), 1);
-      wshape[d] = static_cast<int64_t>(w.size());
-      at::Tensor term = y.index_select(d, at::tensor(idx, at::kLong)) *
-                        at::tensor(w, at::kDouble).to(y.scalar_type()).reshape(wshape);
+      at::Tensor term = y.index_select(d, at::tensor(idx, at::kLong)) * at::tensor(w, at::kDouble).to(y.scalar_type()).reshape(wshape);
       acc = k == 0 ? term : acc + term;
     }
     y = acc;
+    if (crop) {
+      std::vector<uint8_t> o(t.outside.begin(), t.outside.end());
+      at::Tensor axis_out = at::tensor(std::vector<int64_t>(o.begin(), o.end()), at::kLong).to(at::kBool).reshape(wshape);
+      outside = outside.defined() ? at::logical_or(outside, axis_out) : axis_out;
+    }
   }
+  if (outside.defined()) y = at::where(outside, at::scalar_tensor(c.a.f("extrapolation_value", 0.0), y.scalar_type()), y);
   if (!floating) y = at::round(y).to(x.scalar_type());
   return one(y);
 }
@@ -679,6 +736,54 @@ at::Tensor cast_to(const at::Tensor& x, at::ScalarType t) {
   return x.to(t);
 }
 
+// ---- training losses (the ONNX definitions follow PyTorch's) ----
+int64_t reduction_of(const ir::Attributes& a) {
+  const std::string r = a.s("reduction", "mean");
+  if (r == "none") return 0;
+  if (r == "sum") return 2;
+  if (r == "mean") return 1;
+  throw Unsupported("reduction " + r);
+}
+at::Tensor nll(const OnnxCall& c, const at::Tensor& log_prob, const at::Tensor& target, size_t weight_slot) {
+  const int64_t ignore = c.a.has("ignore_index") ? c.a.i("ignore_index", 0) : std::numeric_limits<int64_t>::min();
+  c10::optional<at::Tensor> w;
+  if (c.has(weight_slot)) w = *c.in[weight_slot];
+  return at::nll_loss_nd(log_prob, target.to(at::kLong), w, reduction_of(c.a), ignore);
+}
+
+// ---- quantisation (per tensor or per axis; blocked quantisation is not implemented) ----
+at::Tensor along_axis(const at::Tensor& v, const at::Tensor& x, int64_t axis) {
+  if (v.numel() == 1) return v.reshape({});
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  shape[norm_axis(axis, x.dim())] = -1;
+  return v.reshape(shape);
+}
+bool unblocked(const ir::Attributes& a, int64_t) { return a.i("block_size", 0) == 0; }
+std::pair<double, double> int_range(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return {0, 255};
+    case at::kChar: return {-128, 127};
+    case at::kInt: return {-2147483648.0, 2147483647.0};
+    default: throw Unsupported("quantised type");
+  }
+}
+
+// ---- LRN: the sum of squares over a window of channels ----
+at::Tensor lrn(const OnnxCall& c) {
+  const at::Tensor& x = c.x(0);
+  const int64_t size = c.a.i("size", 1);
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  at::Tensor sq = x * x;
+  std::vector<int64_t> grow(2 * static_cast<size_t>(x.dim() - 1), 0);  // pad the channel axis
+  grow[grow.size() - 2] = before;
+  grow[grow.size() - 1] = after;
+  at::Tensor padded = at::constant_pad_nd(sq, grow, 0.0);
+  at::Tensor sum = at::zeros_like(x);
+  for (int64_t k = 0; k < size; ++k) sum = sum + padded.narrow(1, k, x.size(1));
+  const double alpha = c.a.f("alpha", 1e-4), beta = c.a.f("beta", 0.75), bias = c.a.f("bias", 1.0);
+  return x / at::pow(sum * (alpha / static_cast<double>(size)) + bias, beta);
+}
+
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
@@ -945,6 +1050,105 @@ const std::unordered_map<std::string, Entry>& table() {
                       return Outs{c.x(0).clone(), at::ones(c.x(0).sizes(), at::kBool)};
                     },
                     [](const ir::Attributes& a, int64_t) { return a.i("training_mode", 0) == 0; }};
+    m["NegativeLogLikelihoodLoss"] = {[](const OnnxCall& c) { return one(nll(c, c.x(0), c.x(1), 2)); }, nullptr};
+    m["SoftmaxCrossEntropyLoss"] = {[](const OnnxCall& c) {
+                                      at::Tensor log_prob = at::log_softmax(c.x(0), 1);
+                                      return Outs{nll(c, log_prob, c.x(1), 2), log_prob};
+                                    },
+                                    nullptr};
+    m["LayerNormalization"] = {[](const OnnxCall& c) {
+                                 const at::Tensor& x = c.x(0);
+                                 const int64_t axis = norm_axis(c.a.i("axis", -1), x.dim());
+                                 std::vector<int64_t> dims;
+                                 for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+                                 at::Tensor mean = at::mean(x, dims, true);
+                                 at::Tensor var = at::mean((x - mean) * (x - mean), dims, true);
+                                 at::Tensor inv = at::rsqrt(var + c.a.f("epsilon", 1e-5));
+                                 at::Tensor y = (x - mean) * inv * c.x(1);
+                                 if (c.has(2)) y = y + *c.in[2];
+                                 return Outs{y, mean, inv};
+                               },
+                               nullptr};
+    m["GridSample"] = {[](const OnnxCall& c) {
+                         const std::string mode = c.a.s("mode", c.opset >= 20 ? "linear" : "bilinear");
+                         const std::string pad = c.a.s("padding_mode", "zeros");
+                         const int64_t interp = mode == "linear" || mode == "bilinear" ? 0 : mode == "nearest" ? 1 : 2;
+                         const int64_t padding = pad == "zeros" ? 0 : pad == "border" ? 1 : 2;
+                         if (interp == 2 && c.x(0).dim() != 4) throw Unsupported("cubic GridSample beyond 2-D");
+                         return one(at::grid_sampler(c.x(0), c.x(1).to(c.x(0).scalar_type()), interp, padding,
+                                                     c.a.i("align_corners", 0) != 0));
+                       },
+                       nullptr};
+    m["DequantizeLinear"] = {[](const OnnxCall& c) {
+                               const at::Tensor& x = c.x(0);
+                               const int64_t axis = c.a.i("axis", 1);
+                               at::Tensor scale = along_axis(c.x(1), x, axis);
+                               at::Tensor v = x.to(at::kDouble);
+                               if (c.has(2)) v = v - along_axis(*c.in[2], x, axis).to(at::kDouble);
+                               return one((v * scale.to(at::kDouble)).to(c.x(1).scalar_type()));
+                             },
+                             unblocked};
+    m["QuantizeLinear"] = {[](const OnnxCall& c) {
+                             const at::Tensor& x = c.x(0);
+                             const int64_t axis = c.a.i("axis", 1);
+                             at::ScalarType to = c.has(2) ? c.in[2]->scalar_type()
+                                                          : c.a.i("output_dtype", 2) == 3 ? at::kChar : at::kByte;
+                             auto [lo, hi] = int_range(to);
+                             at::Tensor v = at::round(x.to(at::kDouble) / along_axis(c.x(1), x, axis).to(at::kDouble));
+                             if (c.has(2)) v = v + along_axis(*c.in[2], x, axis).to(at::kDouble);
+                             return one(at::clamp(v, lo, hi).to(to));
+                           },
+                           unblocked};
+    m["DynamicQuantizeLinear"] = {[](const OnnxCall& c) {
+                                    at::Tensor x = c.x(0).to(at::kDouble);
+                                    const double mx = std::max(0.0, x.max().item<double>()), mn = std::min(0.0, x.min().item<double>());
+                                    const double scale = (mx - mn) / 255.0;
+                                    const double zp = scale == 0 ? 0 : std::clamp(std::nearbyint(-mn / scale), 0.0, 255.0);
+                                    at::Tensor y = scale == 0 ? at::full_like(x, zp) : at::clamp(at::round(x / scale) + zp, 0.0, 255.0);
+                                    return Outs{y.to(at::kByte), at::scalar_tensor(scale, at::kFloat), at::scalar_tensor(zp, at::kByte)};
+                                  },
+                                  nullptr};
+    m["EyeLike"] = {[](const OnnxCall& c) {
+                      const at::Tensor& x = c.x(0);
+                      const int64_t k = c.a.i("k", 0);
+                      at::Tensor rows = at::arange(x.size(0), at::kLong).unsqueeze(1), cols = at::arange(x.size(1), at::kLong).unsqueeze(0);
+                      at::Tensor eye = (cols - rows) == k;
+                      return one(c.a.has("dtype") ? eye.to(onnx_scalar_type(c.a.i("dtype", 1))) : eye.to(x.scalar_type()));
+                    },
+                    nullptr};
+    m["Det"] = {[](const OnnxCall& c) { return one(at::linalg_det(c.x(0))); }, nullptr};
+    m["Shrink"] = {[](const OnnxCall& c) {
+                     const at::Tensor& x = c.x(0);
+                     const double l = c.a.f("lambd", 0.5), b = c.a.f("bias", 0.0);
+                     at::Tensor v = x.to(at::kDouble);
+                     at::Tensor y = at::where(v < -l, v + b, at::where(v > l, v - b, at::zeros_like(v)));
+                     return one(y.to(x.scalar_type()));
+                   },
+                   nullptr};
+    m["MeanVarianceNormalization"] = {[](const OnnxCall& c) {
+                                        const at::Tensor& x = c.x(0);
+                                        auto axes = norm_axes(c.a.ints("axes").value_or(std::vector<int64_t>{0, 2, 3}), x.dim());
+                                        at::Tensor mean = at::mean(x, axes, true);
+                                        at::Tensor var = at::mean(x * x, axes, true) - mean * mean;
+                                        return one((x - mean) / (at::sqrt(var) + 1e-9));
+                                      },
+                                      nullptr};
+    m["LRN"] = {[](const OnnxCall& c) { return one(lrn(c)); }, nullptr};
+    m["ReverseSequence"] = {[](const OnnxCall& c) {
+                              const at::Tensor& x = c.x(0);
+                              const int64_t batch = c.a.i("batch_axis", 1), time = c.a.i("time_axis", 0);
+                              auto lens = ints_of(c.x(1));
+                              at::Tensor y = x.clone();
+                              for (int64_t b = 0; b < x.size(batch); ++b) {
+                                const int64_t n = std::clamp<int64_t>(lens[static_cast<size_t>(b)], 0, x.size(time));
+                                if (n <= 1) continue;
+                                at::Tensor src = x.select(batch, b);
+                                const int64_t t = time > batch ? time - 1 : time;
+                                y.select(batch, b).narrow(t, 0, n).copy_(src.narrow(t, 0, n).flip({t}));
+                              }
+                              return one(y);
+                            },
+                            nullptr};
     return m;
   }();
   return t;

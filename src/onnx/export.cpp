@@ -398,10 +398,25 @@ Status Exporter::emit(NodeId id) {
       return {};
     }
     case OpKind::kTranspose: set_ints(plain("Transpose"), "perm", std::get<ir::TransposeParams>(n.params).perm); return {};
-    case OpKind::kReshape:
-      ins.push_back(ints_initializer(std::get<ir::ReshapeParams>(n.params).shape, out + "_shape"));
+    case OpKind::kReshape: {
+      ir::Shape spec = std::get<ir::ReshapeParams>(n.params).shape;
+      // In a dynamic model (where import keeps every Reshape that depends on a varying extent as an
+      // ONNX op, so these come from rewrites), write the shape relative to the input: 0 copies an
+      // input dim, -1 takes what is left. Same result at these sizes; the second-size verification
+      // decides whether it holds at others, and a candidate that does not is never written.
+      if (g_.meta().dynamic() && std::find(spec.begin(), spec.end(), 0) == spec.end()) {
+        const auto& in = g_.type(n.inputs[0]).shape;
+        int64_t left = -1;
+        for (size_t d = 0; d < spec.size(); ++d) {
+          if (d < in.size() && spec[d] == in[d]) spec[d] = 0;
+          else if (left < 0) left = static_cast<int64_t>(d);
+        }
+        if (left >= 0) spec[static_cast<size_t>(left)] = -1;
+      }
+      ins.push_back(ints_initializer(spec, out + "_shape"));
       plain("Reshape");
       return {};
+    }
     case OpKind::kSqueeze:
     case OpKind::kUnsqueeze: {
       const auto& p = std::get<ir::AxesParams>(n.params);

@@ -50,6 +50,7 @@ struct Value {
   std::optional<ValueRef> ref;  // produced in the IR graph
   TensorPtr constant;           // known value (initializer, Constant, folded)
   std::optional<TensorType> type;
+  TensorPtr shadow;             // dynamic models: its value at the representative sizes (not folded)
 };
 
 // A node the converter declines becomes opaque; a node that is malformed is an error.
@@ -78,6 +79,8 @@ class Importer {
   Status convert_opaque(const onnx::NodeProto& n);
   Expected<ir::OpaqueParams> opaque_params(const onnx::NodeProto& n) const;
   Expected<bool> fold_through_evaluator(const onnx::NodeProto& n);
+  Expected<std::optional<std::vector<TensorPtr>>> evaluate_node(const onnx::NodeProto& n, const std::vector<TensorPtr>& ins);
+  std::unordered_map<std::string, TensorPtr> shadow_values(const onnx::NodeProto& n, bool varying_shape);
   void infer_node_types(const onnx::NodeProto& n);
   void record_type(const onnx::ValueInfoProto& vi);
 
@@ -110,6 +113,7 @@ class Importer {
   std::map<std::string, std::vector<std::string>> symbolic_;
   std::map<std::string, int64_t> dim_sizes_;
   std::unordered_map<std::string, std::vector<bool>> varying_axes_;
+  std::unordered_map<std::string, TensorPtr> shadow_out_;  // shadow values of the node being converted
   bool dynamic() const { return !symbolic_.empty(); }
   void infer_varying_axes();
   bool varies(const std::string& tensor, int64_t from, int64_t to) const;
@@ -350,7 +354,8 @@ void Importer::infer_node_types(const onnx::NodeProto& n) {
     if (name.empty() || !seen.insert(name).second) continue;
     auto it = values_.find(name);
     if (it == values_.end() || !it->second.type) continue;
-    const auto& c = it->second.constant;
+    // Values at the representative sizes type the node as well as constants do.
+    const auto& c = it->second.constant ? it->second.constant : it->second.shadow;
     if (c && c->nbytes() <= ir::kMaxFoldGrowthBytes) tensor_to_proto(*c, name, g->add_initializer());
     auto* vi = g->add_input();
     vi->set_name(name);
@@ -540,12 +545,22 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
     if (!folded) return folded.error();
     if (*folded) return {};
   }
-  if (std_domain) {
-    auto handled = convert_known(n);
-    if (!handled) return handled.error();
-    if (*handled) return {};
+  shadow_out_.clear();
+  if (std_domain && dynamic()) shadow_out_ = shadow_values(n, !fold);
+  Status st = [&]() -> Status {
+    if (std_domain) {
+      auto handled = convert_known(n);
+      if (!handled) return handled.error();
+      if (*handled) return {};
+    }
+    return convert_opaque(n);
+  }();
+  if (!st.ok()) return st;
+  for (const auto& [name, t] : shadow_out_) {
+    auto it = values_.find(name);
+    if (it != values_.end() && !it->second.constant && it->second.type == t->type()) it->second.shadow = t;
   }
-  return convert_opaque(n);
+  return {};
 }
 
 Expected<ir::OpaqueParams> Importer::opaque_params(const onnx::NodeProto& n) const {
@@ -566,17 +581,14 @@ Expected<ir::OpaqueParams> Importer::opaque_params(const onnx::NodeProto& n) con
   return p;
 }
 
-Expected<bool> Importer::fold_through_evaluator(const onnx::NodeProto& n) {
-  std::vector<TensorPtr> ins;
+// The outputs of node n (by used output slot) on the given present inputs, through the evaluator;
+// nullopt when it cannot run the node or the result would grow the weights past the fold limit.
+Expected<std::optional<std::vector<TensorPtr>>> Importer::evaluate_node(const onnx::NodeProto& n,
+                                                                         const std::vector<TensorPtr>& ins) {
+  using Out = std::optional<std::vector<TensorPtr>>;
+  if (!opts_.evaluator || ins.empty()) return Out();  // sources (random generators among them) never fold
   size_t in_bytes = 0;
-  for (int k = 0; k < n.input_size(); ++k) {
-    if (n.input(k).empty()) continue;
-    auto c = constant(n, k);
-    if (!c) return false;
-    ins.push_back(c);
-    in_bytes += c->nbytes();
-  }
-  if (ins.empty()) return false;  // sources (random generators among them) are never folded
+  for (const auto& t : ins) in_bytes += t->nbytes();
   auto p = opaque_params(n);
   if (!p) return p.error();
   ir::Node node;
@@ -591,28 +603,84 @@ Expected<bool> Importer::fold_through_evaluator(const onnx::NodeProto& n) {
     }
     node.outputs.push_back(it->second);
   }
-  const auto slots = p->output_slots;
+  const size_t used = p->output_slots.size();
   node.params = std::move(*p);
-  if (!opts_.evaluator->can_evaluate(node)) return false;
+  if (!opts_.evaluator->can_evaluate(node)) return Out();
   // Where inference knows the result's size, a large one is not even computed (a Tile or Expand of a
   // constant to gigabytes would stay a node anyway).
   size_t typed_bytes = 0;
   for (const auto& t : node.outputs) typed_bytes += static_cast<size_t>(t.numel()) * ir::dtype_size(t.dtype);
-  if (typed_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return false;
+  if (typed_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return Out();
   auto r = opts_.evaluator->evaluate(node, ins);
-  if (!r) {  // the converters below then report the node, or keep it opaque
-    spdlog::debug("{}: not folding node '{}' ({}): {}", label_, n.name(), n.op_type(), r.error().message);
-    return false;
+  if (!r) {  // the converters then report the node, or keep it opaque
+    spdlog::debug("{}: not evaluating node '{}' ({}) on import: {}", label_, n.name(), n.op_type(), r.error().message);
+    return Out();
   }
   size_t out_bytes = 0;
   for (const auto& t : *r) out_bytes += t->nbytes();
-  if (r->size() != slots.size() || out_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return false;
-  for (size_t k = 0; k < slots.size(); ++k) {
-    const auto& t = (*r)[k];
-    values_[n.output(static_cast<int>(slots[k]))] = Value{std::nullopt, t, t->type()};
+  if (r->size() != used || out_bytes > std::max(in_bytes, ir::kMaxFoldGrowthBytes)) return Out();
+  return Out(std::move(*r));
+}
+
+Expected<bool> Importer::fold_through_evaluator(const onnx::NodeProto& n) {
+  std::vector<TensorPtr> ins;
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (n.input(k).empty()) continue;
+    auto c = constant(n, k);
+    if (!c) return false;
+    ins.push_back(c);
+  }
+  auto r = evaluate_node(n, ins);
+  if (!r) return r.error();
+  if (!r->has_value()) return false;
+  size_t k = 0;
+  for (const auto& name : n.output()) {
+    if (name.empty()) continue;
+    const auto& t = (**r)[k++];
+    values_[name] = Value{std::nullopt, t, t->type()};
   }
   if (stats_) ++stats_->folded_nodes;
   return true;
+}
+
+// Dynamic models: the value, at the representative sizes, of a node computed from shapes that vary.
+// It is not folded (the written file computes it at run time) but gives the node's static type and
+// lets the next node in the chain be typed in turn (a Range up to a sequence length, say).
+std::unordered_map<std::string, TensorPtr> Importer::shadow_values(const onnx::NodeProto& n, bool varying_shape) {
+  std::unordered_map<std::string, TensorPtr> out;
+  std::vector<TensorPtr> slots, present;
+  std::vector<std::optional<TensorType>> types;
+  bool any_shadow = varying_shape;
+  for (int k = 0; k < n.input_size(); ++k) {
+    types.push_back(n.input(k).empty() ? std::nullopt : type_of(n.input(k)));
+    if (n.input(k).empty()) {
+      slots.push_back(nullptr);
+      continue;
+    }
+    auto it = values_.find(n.input(k));
+    TensorPtr v = it == values_.end() ? nullptr : it->second.constant ? it->second.constant : it->second.shadow;
+    any_shadow = any_shadow || (v && it->second.shadow && !it->second.constant);
+    if (!v && !varying_shape) return out;
+    slots.push_back(v);
+    if (v) present.push_back(v);
+  }
+  if (!any_shadow) return out;
+  std::vector<TensorPtr> values;
+  auto folded = fold_node(n, slots, types, opset_);
+  if (folded && folded->has_value()) {
+    values = **folded;
+  } else if (!varying_shape) {
+    auto r = evaluate_node(n, present);
+    if (!r || !r->has_value()) return out;
+    values = **r;
+  }
+  size_t k = 0;
+  for (const auto& name : n.output()) {
+    if (name.empty()) continue;
+    if (k < values.size() && values[k] && values[k]->nbytes() <= ir::kMaxFoldGrowthBytes) out[name] = values[k];
+    ++k;
+  }
+  return out;
 }
 
 Status Importer::convert_opaque(const onnx::NodeProto& n) {
@@ -632,7 +700,8 @@ Status Importer::convert_opaque(const onnx::NodeProto& n) {
     if (n.output(k).empty()) continue;
     auto it = onnx_types_.find(n.output(k));
     if (it == onnx_types_.end()) {
-      infer_node_types(n);
+      if (auto sh = shadow_out_.find(n.output(k)); sh != shadow_out_.end()) onnx_types_[n.output(k)] = sh->second->type();
+      else infer_node_types(n);
       it = onnx_types_.find(n.output(k));
     }
     if (it == onnx_types_.end())

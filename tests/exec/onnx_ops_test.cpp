@@ -177,7 +177,7 @@ TEST(OnnxOps, UnknownOpsAndUnimplementedAttributesAreNotSupported) {
   EXPECT_FALSE(Executor::supports(b.graph().node(y[0].node)));
   OpaqueParams crop{"", "Resize", "", 17, {0}, {0}};
   auto a = std::make_shared<Attributes>();
-  a->set("coordinate_transformation_mode", std::string("tf_crop_and_resize"));
+  a->set("antialias", int64_t{1});
   crop.attrs = a;
   auto z = b.op_with_types(OpKind::kOpaque, {x}, crop, {{DType::kFloat32, {4}}});
   EXPECT_FALSE(Executor::supports(b.graph().node(z[0].node)));
