@@ -42,7 +42,7 @@ DEFAULT_OPS = (
     "ArgMax ArgMin TopK LogSoftmax Hardmax LpNormalization Einsum InstanceNormalization GroupNormalization "
     "Resize ConvTranspose DepthToSpace SpaceToDepth GlobalMaxPool Size NegativeLogLikelihoodLoss "
     "SoftmaxCrossEntropyLoss GridSample DequantizeLinear QuantizeLinear DynamicQuantizeLinear EyeLike Det Shrink "
-    "MeanVarianceNormalization LRN ReverseSequence"
+    "MeanVarianceNormalization LRN ReverseSequence HannWindow HammingWindow BlackmanWindow CenterCropPad Compress LpPool"
 ).split()
 
 

@@ -1074,7 +1074,7 @@ const std::unordered_map<std::string, Entry>& table() {
                          const std::string pad = c.a.s("padding_mode", "zeros");
                          const int64_t interp = mode == "linear" || mode == "bilinear" ? 0 : mode == "nearest" ? 1 : 2;
                          const int64_t padding = pad == "zeros" ? 0 : pad == "border" ? 1 : 2;
-                         if (interp == 2 && c.x(0).dim() != 4) throw Unsupported("cubic GridSample beyond 2-D");
+                         if (interp != 0 && c.x(0).dim() != 4) throw Unsupported("nearest or cubic GridSample beyond 2-D");
                          return one(at::grid_sampler(c.x(0), c.x(1).to(c.x(0).scalar_type()), interp, padding,
                                                      c.a.i("align_corners", 0) != 0));
                        },
@@ -1094,16 +1094,17 @@ const std::unordered_map<std::string, Entry>& table() {
                              at::ScalarType to = c.has(2) ? c.in[2]->scalar_type()
                                                           : c.a.i("output_dtype", 2) == 3 ? at::kChar : at::kByte;
                              auto [lo, hi] = int_range(to);
-                             at::Tensor v = at::round(x.to(at::kDouble) / along_axis(c.x(1), x, axis).to(at::kDouble));
+                             // x / scale rounds in float32, as runtimes and the ONNX reference compute it.
+                             at::Tensor v = at::round(x.to(at::kFloat) / along_axis(c.x(1), x, axis).to(at::kFloat)).to(at::kDouble);
                              if (c.has(2)) v = v + along_axis(*c.in[2], x, axis).to(at::kDouble);
                              return one(at::clamp(v, lo, hi).to(to));
                            },
                            unblocked};
     m["DynamicQuantizeLinear"] = {[](const OnnxCall& c) {
-                                    at::Tensor x = c.x(0).to(at::kDouble);
-                                    const double mx = std::max(0.0, x.max().item<double>()), mn = std::min(0.0, x.min().item<double>());
-                                    const double scale = (mx - mn) / 255.0;
-                                    const double zp = scale == 0 ? 0 : std::clamp(std::nearbyint(-mn / scale), 0.0, 255.0);
+                                    at::Tensor x = c.x(0).to(at::kFloat);  // float32 arithmetic, as the spec's function body
+                                    const float mx = std::max(0.0f, x.max().item<float>()), mn = std::min(0.0f, x.min().item<float>());
+                                    const float scale = (mx - mn) / 255.0f;
+                                    const float zp = scale == 0 ? 0.0f : std::clamp(std::nearbyint(-mn / scale), 0.0f, 255.0f);
                                     at::Tensor y = scale == 0 ? at::full_like(x, zp) : at::clamp(at::round(x / scale) + zp, 0.0, 255.0);
                                     return Outs{y.to(at::kByte), at::scalar_tensor(scale, at::kFloat), at::scalar_tensor(zp, at::kByte)};
                                   },
@@ -1149,6 +1150,88 @@ const std::unordered_map<std::string, Entry>& table() {
                               return one(y);
                             },
                             nullptr};
+    for (const char* w : {"HannWindow", "HammingWindow", "BlackmanWindow"}) {
+      const std::string name = w;
+      m[name] = {[name](const OnnxCall& c) {
+                   const int64_t n = scalar_i(c.x(0));
+                   const double d = static_cast<double>(c.a.i("periodic", 1) != 0 ? n : n - 1);
+                   at::Tensor k = at::arange(n, at::kDouble) * (2.0 * M_PI / d);
+                   at::Tensor y = name == "HannWindow"      ? 0.5 - 0.5 * at::cos(k)
+                                  : name == "HammingWindow" ? 25.0 / 46.0 - (21.0 / 46.0) * at::cos(k)
+                                                            : 0.42 - 0.5 * at::cos(k) + 0.08 * at::cos(2.0 * k);
+                   return one(y.to(onnx_scalar_type(c.a.i("output_datatype", 1))));
+                 },
+                 nullptr};
+    }
+    m["CenterCropPad"] = {[](const OnnxCall& c) {
+                            at::Tensor y = c.x(0);
+                            auto target = ints_of(c.x(1));
+                            auto axes = c.a.ints("axes").value_or(std::vector<int64_t>{});
+                            if (axes.empty())
+                              for (int64_t d = 0; d < y.dim(); ++d) axes.push_back(d);
+                            for (size_t k = 0; k < axes.size(); ++k) {
+                              const int64_t a = norm_axis(axes[k], y.dim()), dim = y.size(a), want = target[k];
+                              if (want < dim) {
+                                y = y.narrow(a, (dim - want) / 2, want);
+                              } else if (want > dim) {
+                                std::vector<int64_t> grow(2 * static_cast<size_t>(y.dim() - a), 0);
+                                grow[grow.size() - 2] = (want - dim) / 2;
+                                grow[grow.size() - 1] = want - dim - (want - dim) / 2;
+                                y = at::constant_pad_nd(y, grow, 0.0);
+                              }
+                            }
+                            return one(y.contiguous());
+                          },
+                          nullptr};
+    m["Compress"] = {[](const OnnxCall& c) {
+                       at::Tensor x = c.x(0);
+                       at::Tensor cond = c.x(1).to(at::kBool).reshape({-1});
+                       int64_t axis = 0;
+                       if (c.a.has("axis")) axis = norm_axis(c.a.i("axis", 0), x.dim());
+                       else x = x.reshape({-1});
+                       cond = cond.narrow(0, 0, std::min<int64_t>(cond.numel(), x.size(axis)));
+                       return one(x.index_select(axis, at::nonzero(cond).reshape({-1})));
+                     },
+                     nullptr};
+    m["LpPool"] = {[](const OnnxCall& c) {
+                     const at::Tensor& x = c.x(0);
+                     const int64_t nsp = x.dim() - 2;
+                     auto k = c.a.ints("kernel_shape").value_or(std::vector<int64_t>{});
+                     if (static_cast<int64_t>(k.size()) != nsp) throw std::invalid_argument("kernel_shape has the wrong length");
+                     auto st = c.a.ints("strides").value_or(std::vector<int64_t>(static_cast<size_t>(nsp), 1));
+                     auto dil = c.a.ints("dilations").value_or(std::vector<int64_t>(static_cast<size_t>(nsp), 1));
+                     auto pads = c.a.ints("pads").value_or(std::vector<int64_t>(2 * static_cast<size_t>(nsp), 0));
+                     const std::string ap = c.a.s("auto_pad", "NOTSET");
+                     for (int64_t i = 0; i < nsp; ++i) {
+                       const int64_t in = x.size(2 + i), ext = (k[i] - 1) * dil[i] + 1;
+                       if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+                         const int64_t out = (in + st[i] - 1) / st[i];
+                         const int64_t total = std::max<int64_t>(0, (out - 1) * st[i] + ext - in);
+                         pads[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+                         pads[nsp + i] = total - pads[i];
+                       } else if (ap == "VALID") {
+                         pads[i] = pads[nsp + i] = 0;
+                       }
+                       if (c.a.i("ceil_mode", 0) != 0) {  // extra end padding for the last partial window
+                         const int64_t span = in + pads[i] + pads[nsp + i] - ext;
+                         if (span % st[i] != 0) pads[nsp + i] += st[i] - span % st[i];
+                       }
+                     }
+                     const double p = static_cast<double>(c.a.i("p", 2));
+                     at::Tensor xp = at::pow(at::abs(x), p);
+                     std::vector<int64_t> aten;
+                     for (int64_t i = nsp; i-- > 0;) {
+                       aten.push_back(pads[i]);
+                       aten.push_back(pads[nsp + i]);
+                     }
+                     xp = at::constant_pad_nd(xp, aten, 0.0);
+                     std::vector<int64_t> wshape{x.size(1), 1};
+                     wshape.insert(wshape.end(), k.begin(), k.end());
+                     at::Tensor sum = at::convolution(xp, at::ones(wshape, xp.options()), c10::nullopt, st, std::vector<int64_t>(nsp, 0),
+                                                      dil, false, std::vector<int64_t>(nsp, 0), x.size(1));
+                     return one(at::pow(sum, 1.0 / p));
+                   },
+                   nullptr};
     return m;
   }();
   return t;
