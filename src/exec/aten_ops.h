@@ -2,6 +2,7 @@
 // Internal to exec: ATen kernels for IR nodes.
 #include <ATen/ATen.h>
 
+#include <string>
 #include <vector>
 
 #include "rlflow/ir/graph.h"
@@ -16,6 +17,10 @@ at::Tensor to_aten(const ir::Tensor& t, bool promote_double);
 at::Tensor round_to(const at::Tensor& x, ir::DType stored);
 ir::TensorPtr from_aten(const at::Tensor& t);
 at::ScalarType to_scalar_type(ir::DType d);
+
+// Padding by index along every axis, pads as ONNX orders them (begins, then ends): "reflect" (the
+// edge element not repeated), "edge" or "wrap".
+at::Tensor index_pad(const at::Tensor& x, const std::vector<int64_t>& pads, const std::string& mode);
 
 Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at::Tensor>& in, bool promote_double);
 

@@ -174,35 +174,6 @@ at::Tensor hardmax(const at::Tensor& x, int64_t axis) {
   return at::zeros_like(x).scatter_(axis, idx, 1.0);
 }
 
-// ---- padding by index (reflect, edge, wrap); constant padding goes through ATen ----
-at::Tensor index_pad(const at::Tensor& x, const std::vector<int64_t>& pads, const std::string& mode) {
-  at::Tensor y = x;
-  const int64_t r = x.dim();
-  for (int64_t d = 0; d < r; ++d) {
-    const int64_t b = pads[d], e = pads[r + d], n = y.size(d);
-    if (b == 0 && e == 0) continue;
-    if (n == 0) throw std::invalid_argument(mode + " padding of an empty axis");
-    std::vector<int64_t> idx;
-    for (int64_t i = -b; i < n + e; ++i) {
-      int64_t j = i;
-      if (mode == "edge") {
-        j = std::clamp<int64_t>(i, 0, n - 1);
-      } else if (mode == "wrap") {
-        j = ((i % n) + n) % n;
-      } else if (n > 1) {  // reflect: the edge element is not repeated
-        const int64_t period = 2 * (n - 1);
-        j = ((i % period) + period) % period;
-        if (j >= n) j = period - j;
-      } else {
-        j = 0;
-      }
-      idx.push_back(j);
-    }
-    y = y.index_select(d, at::tensor(idx, at::kLong));
-  }
-  return y;
-}
-
 Outs pad(const OnnxCall& c) {
   const at::Tensor& x = c.x(0);
   const int64_t r = x.dim();
@@ -1299,6 +1270,34 @@ Expected<std::vector<at::Tensor>> run_onnx_op(const ir::Node& n, const std::vect
     used.push_back(k < n.outputs.size() ? conform(outs[slot], n.outputs[k].dtype) : outs[slot]);
   }
   return used;
+}
+
+at::Tensor index_pad(const at::Tensor& x, const std::vector<int64_t>& pads, const std::string& mode) {
+  at::Tensor y = x;
+  const int64_t r = x.dim();
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t b = pads[d], e = pads[r + d], n = y.size(d);
+    if (b == 0 && e == 0) continue;
+    if (n == 0) throw std::invalid_argument(mode + " padding of an empty axis");
+    std::vector<int64_t> idx;
+    for (int64_t i = -b; i < n + e; ++i) {
+      int64_t j = i;
+      if (mode == "edge") {
+        j = std::clamp<int64_t>(i, 0, n - 1);
+      } else if (mode == "wrap") {
+        j = ((i % n) + n) % n;
+      } else if (n > 1) {  // reflect: the edge element is not repeated
+        const int64_t period = 2 * (n - 1);
+        j = ((i % period) + period) % period;
+        if (j >= n) j = period - j;
+      } else {
+        j = 0;
+      }
+      idx.push_back(j);
+    }
+    y = y.index_select(d, at::tensor(idx, at::kLong));
+  }
+  return y;
 }
 
 }  // namespace rlflow::exec::detail

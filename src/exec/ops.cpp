@@ -92,30 +92,6 @@ std::vector<int64_t> aten_pads(const std::vector<int64_t>& onnx_pads, size_t ran
   return p;
 }
 
-at::Tensor index_pad(const at::Tensor& x, const std::vector<int64_t>& pads, ir::PadMode mode) {
-  at::Tensor y = x;
-  const int64_t r = x.dim();
-  for (int64_t d = 0; d < r; ++d) {
-    const int64_t b = pads[d], e = pads[r + d], n = x.size(d);
-    if (b == 0 && e == 0) continue;
-    std::vector<int64_t> idx;
-    for (int64_t i = -b; i < n + e; ++i) {
-      int64_t j = i;
-      if (mode == ir::PadMode::kEdge) j = std::clamp<int64_t>(i, 0, n - 1);
-      else if (n > 1) {
-        const int64_t period = 2 * (n - 1);
-        j = ((i % period) + period) % period;
-        if (j >= n) j = period - j;
-      } else {
-        j = 0;
-      }
-      idx.push_back(j);
-    }
-    y = y.index_select(d, at::tensor(idx, at::kLong));
-  }
-  return y;
-}
-
 at::Tensor pool(const ir::Node& n, const at::Tensor& x) {
   // ATen pools floating tensors only; integer MaxPool (int8/uint8 in ONNX) goes through float64,
   // which holds those values exactly, and -inf padding then needs no integer stand-in.
@@ -272,7 +248,7 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       const auto& p = std::get<ir::PadParams>(n.params);
       if (p.mode == ir::PadMode::kConstant)
         return one(at::constant_pad_nd(in[0], aten_pads(p.pads, static_cast<size_t>(in[0].dim()), 0), p.value));
-      return one(index_pad(in[0], p.pads, p.mode));
+      return one(index_pad(in[0], p.pads, p.mode == ir::PadMode::kEdge ? "edge" : "reflect"));
     }
     case OpKind::kSlice: {
       const auto& p = std::get<ir::SliceParams>(n.params);

@@ -116,6 +116,7 @@ class Importer {
   std::unordered_map<std::string, TensorPtr> shadow_out_;  // shadow values of the node being converted
   bool dynamic() const { return !symbolic_.empty(); }
   void infer_varying_axes();
+  onnx::ModelProto inference_copy(bool static_inputs) const;
   bool varies(const std::string& tensor, int64_t from, int64_t to) const;
 };
 
@@ -229,16 +230,19 @@ Status Importer::read_inputs() {
   return {};
 }
 
-// ONNX's own shape inference supplies the output types of opaque nodes. It runs on a copy whose
-// large float initializers are stripped of data, so it costs little even for big models.
-Status Importer::infer_onnx_types() {
+// A copy of the model for ONNX shape inference, its large float initializers stripped of data (only
+// their types matter), so inference costs little even for big models. With `static_inputs` the graph
+// inputs take the sizes import gave them; otherwise they stay as declared, symbolic dims and all.
+onnx::ModelProto Importer::inference_copy(bool static_inputs) const {
   onnx::ModelProto copy;
   *copy.mutable_opset_import() = model_.opset_import();
   copy.set_ir_version(model_.ir_version());
   auto* g = copy.mutable_graph();
   for (const auto& n : model_.graph().node()) *g->add_node() = n;
-  for (const auto& o : model_.graph().output()) *g->add_output() = o;
-  for (const auto& vi : model_.graph().value_info()) *g->add_value_info() = vi;
+  if (static_inputs) {
+    for (const auto& o : model_.graph().output()) *g->add_output() = o;
+    for (const auto& vi : model_.graph().value_info()) *g->add_value_info() = vi;
+  }
   for (const auto& t : model_.graph().initializer()) {
     auto* c = g->add_initializer();
     if (is_bulk_weight(t)) {
@@ -257,7 +261,7 @@ Status Importer::infer_onnx_types() {
     auto* c = g->add_input();
     *c = vi;
     auto it = values_.find(vi.name());
-    if (it != values_.end() && it->second.ref && it->second.type) {
+    if (static_inputs && it != values_.end() && it->second.ref && it->second.type) {
       auto* shp = c->mutable_type()->mutable_tensor_type()->mutable_shape();
       shp->clear_dim();
       for (auto d : it->second.type->shape) shp->add_dim()->set_dim_value(d);
@@ -271,6 +275,12 @@ Status Importer::infer_onnx_types() {
   } catch (const std::exception& e) {
     spdlog::debug("{}: ONNX shape inference stopped early: {}", label_, e.what());
   }
+  return copy;
+}
+
+// ONNX's own shape inference supplies the output types of opaque nodes.
+Status Importer::infer_onnx_types() {
+  const auto copy = inference_copy(true);
   // Inferred intermediate types, then graph outputs (inference refines their declared types).
   for (const auto& vi : copy.graph().value_info()) record_type(vi);
   for (const auto& vi : copy.graph().output()) record_type(vi);
@@ -281,32 +291,7 @@ Status Importer::infer_onnx_types() {
 // state as a number varies with the input sizes. Values computed from such an extent (Shape, Size)
 // are not folded, so the written file computes them at run time as its input did.
 void Importer::infer_varying_axes() {
-  onnx::ModelProto copy;
-  *copy.mutable_opset_import() = model_.opset_import();
-  copy.set_ir_version(model_.ir_version());
-  auto* g = copy.mutable_graph();
-  for (const auto& n : model_.graph().node()) *g->add_node() = n;
-  for (const auto& vi : model_.graph().input()) *g->add_input() = vi;
-  for (const auto& t : model_.graph().initializer()) {
-    auto* c = g->add_initializer();
-    if (is_bulk_weight(t)) {
-      c->set_name(t.name());
-      c->set_data_type(t.data_type());
-      *c->mutable_dims() = t.dims();
-      c->set_data_location(onnx::TensorProto::EXTERNAL);
-      auto* kv = c->add_external_data();
-      kv->set_key("location");
-      kv->set_value("stripped");
-    } else {
-      *c = t;
-    }
-  }
-  try {
-    onnx::ShapeInferenceOptions o{false, 0, true};
-    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), o);
-  } catch (const std::exception& e) {
-    spdlog::debug("{}: symbolic ONNX shape inference stopped early: {}", label_, e.what());
-  }
+  const auto copy = inference_copy(false);
   auto note = [&](const onnx::ValueInfoProto& vi) {
     if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
     std::vector<bool> v;
