@@ -755,6 +755,113 @@ at::Tensor lrn(const OnnxCall& c) {
   return x / at::pow(sum * (alpha / static_cast<double>(size)) + bias, beta);
 }
 
+// ---- pooling with dilations (and MaxPool's indices): the IR's pools have none ----
+struct PoolGeometry {
+  std::vector<int64_t> k, s, d, pads, extra;  // pads: begins then ends; extra: ceil_mode padding at the end
+};
+
+PoolGeometry pool_geometry(const OnnxCall& c, const at::Tensor& x) {
+  const int64_t nsp = x.dim() - 2;
+  PoolGeometry g;
+  g.k = c.a.ints("kernel_shape").value_or(std::vector<int64_t>{});
+  if (static_cast<int64_t>(g.k.size()) != nsp) throw std::invalid_argument("kernel_shape has the wrong length");
+  g.s = c.a.ints("strides").value_or(std::vector<int64_t>(static_cast<size_t>(nsp), 1));
+  g.d = c.a.ints("dilations").value_or(std::vector<int64_t>(static_cast<size_t>(nsp), 1));
+  g.pads = c.a.ints("pads").value_or(std::vector<int64_t>(2 * static_cast<size_t>(nsp), 0));
+  g.extra.assign(static_cast<size_t>(nsp), 0);
+  const std::string ap = c.a.s("auto_pad", "NOTSET");
+  const bool ceil = c.a.i("ceil_mode", 0) != 0;
+  for (int64_t i = 0; i < nsp; ++i) {
+    const int64_t in = x.size(2 + i), ext = (g.k[i] - 1) * g.d[i] + 1;
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      const int64_t out = (in + g.s[i] - 1) / g.s[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * g.s[i] + ext - in);
+      g.pads[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      g.pads[nsp + i] = total - g.pads[i];
+    } else if (ap == "VALID") {
+      g.pads[i] = g.pads[nsp + i] = 0;
+    }
+    const int64_t span = in + g.pads[i] + g.pads[nsp + i] - ext;
+    int64_t out = (ceil ? (span + g.s[i] - 1) / g.s[i] : span / g.s[i]) + 1;
+    if (ceil && (out - 1) * g.s[i] >= in + g.pads[i]) --out;  // the last window must start inside
+    g.extra[i] = std::max<int64_t>(0, (out - 1) * g.s[i] + ext - (in + g.pads[i] + g.pads[nsp + i]));
+  }
+  return g;
+}
+
+at::Tensor pad_spatial(const at::Tensor& x, const PoolGeometry& g, bool with_extra, double value) {
+  const size_t nsp = g.k.size();
+  std::vector<int64_t> aten;
+  for (size_t i = nsp; i-- > 0;) {
+    aten.push_back(g.pads[i]);
+    aten.push_back(g.pads[nsp + i] + (with_extra ? g.extra[i] : 0));
+  }
+  return at::constant_pad_nd(x, aten, value);
+}
+
+Outs max_pool(const OnnxCall& c) {
+  const at::Tensor& in = c.x(0);
+  const bool floating = at::isFloatingType(in.scalar_type());
+  at::Tensor x = floating ? in : in.to(at::kDouble);
+  const PoolGeometry g = pool_geometry(c, x);
+  const size_t nsp = g.k.size();
+  if (nsp < 1 || nsp > 3) throw Unsupported("MaxPool over " + std::to_string(nsp) + " spatial dims");
+  at::Tensor xp = pad_spatial(x, g, true, -std::numeric_limits<double>::infinity());
+  std::vector<int64_t> k = g.k, s = g.s, d = g.d;
+  at::Tensor lifted = xp;
+  if (nsp == 1) {  // ATen pools 2-D and 3-D: lift 1-D to 2-D
+    lifted = xp.unsqueeze(-1);
+    k.push_back(1), s.push_back(1), d.push_back(1);
+  }
+  std::vector<int64_t> zero(k.size(), 0);
+  auto [y, idx] = k.size() == 2 ? at::max_pool2d_with_indices(lifted, k, s, zero, d, false)
+                                 : at::max_pool3d_with_indices(lifted, k, s, zero, d, false);
+  if (nsp == 1) {
+    y = y.squeeze(-1);
+    idx = idx.squeeze(-1);
+  }
+  // ATen's index is within the padded plane; ONNX's is within the whole input tensor.
+  std::vector<int64_t> padded(xp.sizes().begin() + 2, xp.sizes().end()), orig(x.sizes().begin() + 2, x.sizes().end());
+  at::Tensor rem = idx, flat = at::zeros_like(idx);
+  std::vector<at::Tensor> coord(nsp);
+  for (size_t i = nsp; i-- > 0;) {
+    coord[i] = at::remainder(rem, padded[i]) - g.pads[i];
+    rem = at::div(rem, padded[i], "floor");
+  }
+  const bool column_major = c.a.i("storage_order", 0) != 0;
+  int64_t plane = 1;
+  for (size_t j = 0; j < nsp; ++j) {
+    const size_t i = column_major ? nsp - 1 - j : j;
+    flat = flat * orig[i] + coord[i];
+    plane *= orig[i];
+  }
+  at::Tensor nc = at::arange(x.size(0) * x.size(1), at::kLong).reshape({x.size(0), x.size(1)});
+  for (size_t i = 0; i < nsp; ++i) nc = nc.unsqueeze(-1);
+  Outs out{floating ? y : y.to(in.scalar_type()), flat + nc * plane};
+  return out;
+}
+
+Outs average_pool(const OnnxCall& c) {
+  const at::Tensor& x = c.x(0);
+  const PoolGeometry g = pool_geometry(c, x);
+  const int64_t nsp = static_cast<int64_t>(g.k.size());
+  std::vector<int64_t> wshape{x.size(1), 1};
+  wshape.insert(wshape.end(), g.k.begin(), g.k.end());
+  auto window_sum = [&](const at::Tensor& t) {
+    return at::convolution(t, at::ones(wshape, t.options()), c10::nullopt, g.s, std::vector<int64_t>(nsp, 0), g.d, false,
+                           std::vector<int64_t>(nsp, 0), x.size(1));
+  };
+  at::Tensor sum = window_sum(pad_spatial(x, g, true, 0.0));
+  // The divisor: with count_include_pad the whole kernel (even where a ceil_mode window overhangs,
+  // as the ONNX reference computes it), else the input elements the window covers.
+  if (c.a.i("count_include_pad", 0) != 0) {
+    double taps = 1;
+    for (auto v : g.k) taps *= static_cast<double>(v);
+    return one(sum / taps);
+  }
+  return one(sum / window_sum(pad_spatial(at::ones_like(x), g, true, 0.0)));
+}
+
 const std::unordered_map<std::string, Entry>& table() {
   static const std::unordered_map<std::string, Entry> t = [] {
     std::unordered_map<std::string, Entry> m;
@@ -1203,6 +1310,8 @@ const std::unordered_map<std::string, Entry>& table() {
                      return one(at::pow(sum, 1.0 / p));
                    },
                    nullptr};
+    m["MaxPool"] = {max_pool, [](const ir::Attributes& a, int64_t opset) { return opset >= 8; }};
+    m["AveragePool"] = {average_pool, [](const ir::Attributes& a, int64_t opset) { return opset >= 7; }};
     return m;
   }();
   return t;
