@@ -1,8 +1,12 @@
 #include "checkpoint.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include "rlflow/util/file_io.h"
+#include "rlflow/util/hash.h"
 
 namespace rlflow::rl::checkpoint {
 
@@ -15,12 +19,43 @@ std::string first_line(const std::string& s, size_t n) {
 
 constexpr const char* kFormat = "rlflow-agent";
 
+// The file is a header line, kMagic + 16 hex digits of Hasher::bytes over the payload + "\n",
+// then the payload: the torch archive (a zip file). torch does not check the zip's CRCs when it
+// reads a record, so without the checksum a flipped byte in a weight loads silently.
+constexpr std::string_view kMagic = "rlflow-checkpoint-v2 ";
+constexpr size_t kHeaderSize = 21 + 16 + 1;  // kMagic, the digest in hex, '\n'
+static_assert(kMagic.size() == 21);
+
+std::string header_for(const std::string& payload) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(Hasher::bytes(payload.data(), payload.size())));
+  return std::string(kMagic) + hex + "\n";
+}
+
+// The verified payload of a checkpoint file's bytes.
+Expected<std::string> payload_of(const std::string& path, std::string bytes) {
+  // Checkpoints written before the checksum existed are bare torch archives (zip files, "PK\3\4"):
+  // still loaded, unverified. A damaged header cannot pass for one: no single flipped byte turns
+  // kMagic into the zip signature, and anything else that is neither is refused.
+  if (bytes.compare(0, 4, std::string("PK\x03\x04", 4)) == 0) return bytes;
+  if (bytes.compare(0, kMagic.size(), kMagic) != 0) return Error::bad_input(path + ": not an rlflow agent checkpoint");
+  if (bytes.size() < kHeaderSize || bytes[kHeaderSize - 1] != '\n')
+    return Error::bad_input(path + ": damaged checkpoint (truncated or corrupt header)");
+  const std::string stored = bytes.substr(kMagic.size(), 16);
+  bytes.erase(0, kHeaderSize);
+  if (header_for(bytes).compare(kMagic.size(), 16, stored) != 0)
+    return Error::bad_input(path + ": damaged checkpoint (checksum mismatch: the file was changed or truncated after it was written)");
+  return bytes;
+}
+
 Expected<std::unique_ptr<torch::serialize::InputArchive>> open(const std::string& path) {
   auto bytes = read_file(path);
   if (!bytes) return bytes.error();
+  auto payload = payload_of(path, std::move(*bytes));
+  if (!payload) return payload.error();
   auto archive = std::make_unique<torch::serialize::InputArchive>();
   try {
-    std::istringstream is(*bytes);
+    std::istringstream is(*payload);
     archive->load_from(is);
   } catch (const std::exception& e) {
     return Error::bad_input(path + ": not an rlflow agent checkpoint (" + first_line(e.what(), 120) + ")");
@@ -63,7 +98,8 @@ Status save(const std::string& path, const Modules& modules, const torch::optim:
   } catch (const std::exception& e) {
     return Error::internal("saving checkpoint " + path + ": " + e.what());
   }
-  return write_file_atomic(path, os.str());
+  const std::string payload = os.str();
+  return write_file_atomic(path, header_for(payload) + payload);
 }
 
 Expected<nlohmann::json> read_meta(const std::string& path) {
@@ -102,6 +138,27 @@ Status load(const std::string& path, const Modules& modules, torch::optim::Optim
   } catch (const std::exception& e) {
     return Error::bad_input(path + ": checkpoint does not fit this network (" + first_line(e.what(), 160) + ")");
   }
+  return {};
+}
+
+Status open_log(std::ofstream& log, const std::string& path, bool resume, const std::string& key, int64_t upto) {
+  if (path.empty()) return {};
+  if (resume && std::filesystem::exists(path)) {
+    auto text = read_file(path);
+    if (!text) return text.error();
+    std::string kept;
+    std::istringstream is(*text);
+    for (std::string line; std::getline(is, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains(key) || !j[key].is_number_integer()) continue;
+      if (j[key].get<int64_t>() <= upto) kept += line + "\n";
+    }
+    if (kept.size() != text->size()) RLFLOW_TRY_STATUS(write_file_atomic(path, kept));
+    log.open(path, std::ios::app);
+  } else {
+    log.open(path, std::ios::trunc);
+  }
+  if (!log) return Error::bad_input(path + ": cannot open the training log");
   return {};
 }
 

@@ -362,8 +362,8 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   wm::ControllerNet ctrl(Z + w->cfg.lstm_hidden, N, cfg.hidden, static_cast<int>(cfg.env.max_locations));
   torch::optim::Adam opt(ctrl->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
   std::mt19937_64 rng(o.seed);
-  std::ofstream log;
-  if (!o.log_path.empty()) log.open(o.log_path, std::ios::app);
+  std::ofstream log;  // a dream run never resumes: its log starts empty
+  RLFLOW_TRY_STATUS(checkpoint::open_log(log, o.log_path, false, "update", 0));
   DreamSummary sum;
   sum.ensemble = static_cast<int>(w->members.size());
   const auto t0 = std::chrono::steady_clock::now();

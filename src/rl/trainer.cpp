@@ -228,10 +228,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   };
 
   std::ofstream log;
-  if (!o.log_path.empty() && writer) {
-    log.open(o.log_path, std::ios::app);
-    if (!log) return Error::bad_input(o.log_path + ": cannot open the training log");
-  }
+  if (writer) RLFLOW_TRY_STATUS(checkpoint::open_log(log, o.log_path, o.resume, "update", c.update));
   auto shared = locked_cost_model(*o.cost);
   Collector collector(o, cfg, *shared);
   const auto t0 = std::chrono::steady_clock::now();

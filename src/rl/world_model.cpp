@@ -39,6 +39,7 @@ void visit_wm(WorldModelConfig& c, F&& f) {
   f("training.learning_rate", c.learning_rate);
   f("training.epochs", c.epochs);
   f("training.batch_episodes", c.batch_episodes);
+  f("training.checkpoint_every", c.checkpoint_every);
   f("training.holdout", c.holdout);
   f("training.max_grad_norm", c.max_grad_norm);
   f("data.noop_share", c.noop_share);
@@ -54,7 +55,8 @@ double since(std::chrono::steady_clock::time_point t0) {
 Expected<WorldModelConfig> parse_world_model_config(const std::string& text, const std::string& origin) {
   auto c = yaml_fields::parse<WorldModelConfig>(text, origin, [](WorldModelConfig& c, auto&& f) { visit_wm(c, f); });
   if (!c) return c.error();
-  if (c->lstm_hidden < 1 || c->mixtures < 1 || c->ensemble < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->learning_rate <= 0)
+  if (c->lstm_hidden < 1 || c->mixtures < 1 || c->ensemble < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->checkpoint_every < 1 ||
+      c->learning_rate <= 0)
     return Error::bad_input(origin + ": sizes, epochs and learning_rate must be positive");
   if (c->log_sigma_min >= c->log_sigma_max) return Error::bad_input(origin + ": log_sigma_min must be below log_sigma_max");
   if (c->holdout < 0 || c->holdout >= 1 || c->noop_share < 0 || c->noop_share > 1 || c->policy_epsilon < 0 || c->policy_epsilon > 1)
@@ -342,6 +344,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   json meta_base = {{"kind", "world-model"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(acfg)}, {"rules", rule_names},
                     {"models", model_names}, {"z_dim", Z}, {"encoder_source", encoder_source}, {"encoder", fp},
                     {"reward_std", reward_std}, {"data", data_path}, {"seed", o.seed}, {"ensemble", cfg.ensemble}};
+  WorldModelMetrics last;
   if (o.resume) {
     auto meta = checkpoint::read_meta(o.out);
     if (!meta) return meta.error().with_context("--resume");
@@ -355,13 +358,26 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     start_epoch = meta->value("epochs", 0);
     std::istringstream is(meta->value("rng", std::string{}));
     is >> rng;
+    if (!is) return Error::bad_input(o.out + ": damaged RNG state in checkpoint");
     meta_base["reward_std"] = meta->value("reward_std", reward_std);
+    last.train_loss = meta->value("metrics", json::object()).value("train_loss", 0.0);
   }
   const double rstd = meta_base["reward_std"].get<double>();
   std::ofstream log;
-  if (!o.log_path.empty()) log.open(o.log_path, std::ios::app);
+  RLFLOW_TRY_STATUS(checkpoint::open_log(log, o.log_path, o.resume, "epoch", start_epoch));
+  // The checkpoint after `epochs` epochs: the members, Adam's state, both generators, and the
+  // held-out metrics of member 0 then.
+  auto save = [&](int epochs, const WorldModelMetrics& m) {
+    json meta = meta_base;
+    meta["epochs"] = epochs;
+    std::ostringstream rs;
+    rs << rng;
+    meta["rng"] = rs.str();
+    meta["metrics"] = {{"train_loss", m.train_loss}, {"heldout_nll", m.nll},         {"reward_mse", m.reward_mse},
+                       {"done_accuracy", m.done_accuracy}, {"mask_accuracy", m.mask_accuracy}, {"count_mae", m.count_mae}};
+    return checkpoint::save(o.out, modules, &opt, meta);
+  };
   const auto tt = std::chrono::steady_clock::now();
-  WorldModelMetrics last;
   for (int epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
     std::vector<std::vector<const wm::EpisodeData*>> orders;
     for (size_t k = 0; k < members.size(); ++k) {
@@ -396,16 +412,22 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
           << "\n"
           << std::flush;
     if (progress) progress(last);
+    // Periodically, so that a run killed mid-training resumes from here rather than from nothing;
+    // the last epoch's checkpoint is the one written below.
+    if (last.epoch % cfg.checkpoint_every == 0 && last.epoch < cfg.epochs) RLFLOW_TRY_STATUS(save(last.epoch, last));
+  }
+  if (start_epoch >= cfg.epochs) {
+    // Nothing left to train (a finished model given --resume): the held-out metrics of the model
+    // as it is, on this run's held-out episodes, rather than none at all.
+    const double train_loss = last.train_loss;
+    last = wm::evaluate_world_model(members[0], held, Z, N, L, cfg, rstd);
+    last.epoch = start_epoch;
+    last.train_loss = train_loss;
+    last.seconds = since(t0);
   }
   sum.train_seconds = since(tt);
   sum.last = last;
-  json meta = meta_base;
-  meta["epochs"] = std::max(cfg.epochs, start_epoch);
-  std::ostringstream rs;
-  rs << rng;
-  meta["rng"] = rs.str();
-  meta["metrics"] = {{"heldout_nll", last.nll}, {"reward_mse", last.reward_mse}, {"mask_accuracy", last.mask_accuracy}};
-  if (auto st = checkpoint::save(o.out, modules, &opt, meta); !st.ok()) return st.error();
+  RLFLOW_TRY_STATUS(save(std::max(cfg.epochs, start_epoch), last));
   return sum;
 }
 

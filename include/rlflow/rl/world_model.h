@@ -31,6 +31,7 @@ struct WorldModelConfig {
   double learning_rate = 1e-3;
   int epochs = 40;
   int batch_episodes = 16;
+  int checkpoint_every = 5;    // epochs between checkpoints (and always at the end), so a killed run can --resume
   double holdout = 0.1;        // share of episodes kept out of training for the held-out metrics
   double max_grad_norm = 1.0;
   double noop_share = 0.05;    // the random data agent's probability of choosing NO-OP
