@@ -3,16 +3,20 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/ir/composites.h"
+#include "rlflow/onnx/model_io.h"
 #include "rlflow/rl/agent.h"
 #include "rlflow/rl/world_model.h"
 #include "rlflow/rules/library_io.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
 
@@ -28,9 +32,61 @@ struct Loaded {
   std::unique_ptr<cost::CostModel> cost;
 };
 
+Error usage(const std::string& message) { return Error{ErrorCode::kUsage, message}; }
+
+// Numbers the parser accepts but training cannot use: refused before anything is loaded.
+Status check_numbers(const TrainAgentOptions& o) {
+  if (o.models.empty()) return usage("at least one --model is needed");
+  if (o.episodes < 1) return usage("--episodes must be >= 1");
+  if (o.dream_batch < 1) return usage("--dream-batch must be >= 1");
+  if (o.eval_every < 0) return usage("--eval-every must be >= 0 (0: evaluate only at the end)");
+  if (!std::isfinite(o.temperature) || o.temperature <= 0) return usage("--temperature must be a finite number > 0");
+  if (!std::isfinite(o.uncertainty_penalty) || o.uncertainty_penalty < 0)
+    return usage("--uncertainty-penalty must be a finite number >= 0");
+  if (o.imitation_epochs < -1) return usage("--imitation-epochs must be >= 0 (or -1: the config's value)");
+  if (o.dagger_rounds < -1) return usage("--dagger-rounds must be >= 0 (or -1: the config's value)");
+  return {};
+}
+
+// Same file: by inode when both exist, else by normalised absolute path.
+bool same_path(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  const auto ca = fs::weakly_canonical(fs::absolute(a, ec), ec);
+  if (ec) return false;
+  const auto cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return !ec && ca == cb;
+}
+
+// What a training command writes, checked before any work: each output against every file the
+// command reads and against the other outputs, so that no input is overwritten and no output
+// clobbers another. --out is read as well by --resume (the checkpoint is continued and rewritten
+// in place), and the world model's data file is read and topped up by design: neither is a clash.
+Status check_outputs(const TrainAgentOptions& o, const std::string& log_path, const std::string& data_path) {
+  std::vector<std::string> inputs;
+  for (const auto& m : o.models)
+    for (auto& f : onnxio::model_files(m)) inputs.push_back(std::move(f));
+  for (const auto* p : {&o.config, &o.world_model, &o.encoder_agent, &o.policy})
+    if (!p->empty()) inputs.push_back(*p);
+  inputs.push_back(o.rules_file.empty() ? rules::default_library_path() : o.rules_file);
+  const std::string log_role = o.log.empty() ? "the log (default --log)" : "--log";
+  RLFLOW_TRY_STATUS(check_output_path(o.out, inputs, "--out"));
+  if (same_path(log_path, o.out)) return usage(log_role + " " + log_path + " is also --out; name different files");
+  RLFLOW_TRY_STATUS(check_output_path(log_path, inputs, log_role));
+  if (data_path.empty()) return {};
+  const std::string data_role = o.data.empty() ? "the rollout file (default --data)" : "--data";
+  for (const auto& [other, role] : std::vector<std::pair<std::string, std::string>>{{o.out, "--out"}, {log_path, log_role}})
+    if (same_path(data_path, other)) return usage(data_role + " " + data_path + " is also " + role + "; name different files");
+  // An existing rollout file is read, and rewritten only when episodes are added: the folder need
+  // not be writable then, but it must not be one of the inputs.
+  if (!std::filesystem::exists(data_path)) return check_output_path(data_path, inputs, data_role);
+  for (const auto& in : inputs)
+    if (same_path(data_path, in)) return usage(data_role + " " + data_path + " is the input " + in + "; it would be overwritten");
+  return {};
+}
+
 Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
-  if (o.models.empty()) return Error{ErrorCode::kUsage, "at least one --model is needed"};
-  if (o.episodes < 1) return Error{ErrorCode::kUsage, "--episodes must be >= 1"};
   Loaded l;
   exec::Executor ex;
   for (const auto& path : o.models) {
@@ -135,6 +191,9 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
 }  // namespace
 
 int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
+  if (auto st = check_numbers(o); !st.ok()) return report_error(g, st.error());
+  if (auto st = check_outputs(o, o.log.empty() ? o.out + ".jsonl" : o.log, o.data.empty() ? o.out + ".data" : o.data); !st.ok())
+    return report_error(g, st.error());
   auto in = load_inputs(o);
   if (!in) return report_error(g, in.error());
   rl::WorldModelTrainOptions w;
@@ -197,6 +256,10 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!o.world_model.empty() && o.world_size > 1)
     return report_error(g, Error::unsupported("--world-size > 1 trains the model-free agent; the dream controller "
                                               "(--world-model) trains in one process"));
+  if (auto st = check_numbers(o); !st.ok()) return report_error(g, st.error());
+  // Only rank 0 writes the checkpoint and the log.
+  if (o.rank == 0)
+    if (auto st = check_outputs(o, o.log.empty() ? o.out + ".jsonl" : o.log, ""); !st.ok()) return report_error(g, st.error());
   auto in = load_inputs(o);
   if (!in) return report_error(g, in.error());
   if (!o.world_model.empty()) return train_in_dream(g, o, *in);
