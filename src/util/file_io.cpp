@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,34 +30,146 @@ Expected<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+namespace {
+
+// Temporary files of writes in progress, for the signal handler: fixed storage, because a handler
+// may only call async-signal-safe functions (unlink) and must not allocate. A slot is 0 (free),
+// 1 (being filled) or 2 (holds a path).
+constexpr int kTempSlots = 32;
+constexpr size_t kTempPathMax = 4096;
+char g_temp_paths[kTempSlots][kTempPathMax];
+std::atomic<int> g_temp_state[kTempSlots];
+
+int register_temp(const std::string& path) {
+  if (path.size() >= kTempPathMax) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temp_state[i].compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_temp_paths[i], path.c_str(), path.size() + 1);
+    g_temp_state[i].store(2);
+    return i;
+  }
+  return -1;  // more writes at once than slots: that file is still removed on every non-signal path
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_temp_state[slot].store(0);
+}
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (int i = 0; i < kTempSlots; ++i)
+    if (g_temp_state[i].load() == 2) ::unlink(g_temp_paths[i]);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// The temporary file lives until it is renamed into place; on any other way out (an error, an
+// exception from `write` or `check`) it is removed.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)), slot_(register_temp(path_)) {}
+  ~TempFile() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    unregister_temp(slot_);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+  void committed() { path_.clear(); }
+
+ private:
+  std::string path_;
+  int slot_;
+};
+
+mode_t process_umask() {
+  // /proc/self/status reads the umask without changing it (umask(2) can only set it, and setting
+  // it twice would race with other threads creating files).
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Umask:", 0) == 0) return static_cast<mode_t>(std::strtoul(line.c_str() + 6, nullptr, 8));
+  const mode_t m = ::umask(022);
+  ::umask(m);
+  return m;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa{}, sb{};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ea, eb;
+  const auto ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  return !ea && !eb && ca == cb;
+}
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  if (S_ISFIFO(m)) return "a fifo";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+Status check_output_path(const std::string& path, const std::vector<std::string>& inputs, const std::string& role) {
+  auto usage = [&](const std::string& why) { return Error{ErrorCode::kUsage, role + " " + why}; };
+  if (path.empty()) return usage("is empty: name the file to write");
+  if (path.find('\0') != std::string::npos) return usage("contains a NUL byte");
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return usage(path + " is " + kind_of(st.st_mode) + "; rlflow writes only regular files");
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return usage(path + ": the folder " + dir.string() + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) return usage(path + ": the folder " + dir.string() + " is not writable");
+  for (const auto& in : inputs)
+    if (!in.empty() && same_file(path, in)) return usage(path + " is the input " + in + "; it would be overwritten");
+  return {};
+}
+
 Status write_file_atomic(const std::string& path, const std::function<bool(int fd)>& write,
                          const std::function<Status(const std::string& tmp_path)>& check) {
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = mkstemp(tmp.data());
+  mode_t mode = 0666 & ~process_umask();
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return Error{ErrorCode::kUsage, path + " is " + kind_of(st.st_mode) + "; rlflow writes only regular files"};
+    mode = st.st_mode & 07777;  // keep the mode of the file being replaced
+  }
+  std::string tmp_name = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  int fd = mkstemp(tmp_name.data());
   if (fd < 0) return Error::bad_input("cannot create a file in " + dir.string() + " (" + std::strerror(errno) + ")");
-  const bool wrote = write(fd);
+  TempFile tmp(tmp_name);
+  bool wrote = false;
+  try {
+    wrote = write(fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
   const std::string why = std::strerror(errno);
-  fchmod(fd, 0644);
+  fchmod(fd, mode);
   const bool synced = wrote && ::fsync(fd) == 0;
-  if (::close(fd) != 0 || !synced) {
-    ::unlink(tmp.c_str());
-    return Error::bad_input("cannot write " + path + " (" + why + ")");
-  }
-  if (check) {
-    Status st = check(tmp);
-    if (!st.ok()) {
-      ::unlink(tmp.c_str());
-      return st;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Error::bad_input("cannot move the output into place at " + path + " (" + err + ")");
-  }
+  if (::close(fd) != 0 || !synced) return Error::bad_input("cannot write " + path + " (" + why + ")");
+  if (check) RLFLOW_TRY_STATUS(check(tmp.path()));
+  if (std::rename(tmp.path().c_str(), path.c_str()) != 0)
+    return Error::bad_input("cannot move the output into place at " + path + " (" + std::strerror(errno) + ")");
+  tmp.committed();
   return {};
+}
+
+void install_temp_file_cleanup() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old{};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // e.g. under nohup
+    struct sigaction sa{};
+    sa.sa_handler = remove_temps_and_reraise;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 Status write_file_atomic(const std::string& path, const std::string& bytes) {

@@ -64,6 +64,11 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
                         const std::string& protect = {},
                         const std::function<Status(const std::string& tmp_path)>& check_written = {});
 
+// The files a model is made of: `path` itself and each external-data file its tensors name (as
+// paths relative to the model's folder resolved against it), so an output can be checked against
+// all of them before any work. A file that cannot be parsed yields just `path`.
+std::vector<std::string> model_files(const std::string& path);
+
 // A serialized TensorProto file (the ONNX backend test data format).
 Expected<ir::TensorPtr> read_tensor_file(const std::string& path);
 

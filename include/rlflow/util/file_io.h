@@ -2,6 +2,7 @@
 // Whole-file reads and atomic writes, shared by model export, rule files, profiles and caches.
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "rlflow/util/expected.h"
 
@@ -10,11 +11,24 @@ namespace rlflow {
 Expected<std::string> read_file(const std::string& path);
 
 // Writes via a temporary file in the same directory and rename(2), so readers never see a
-// partial file and a failed write leaves any previous file intact. `write` fills the open file descriptor; `check`, if given, inspects the complete
+// partial file and a failed write leaves any previous file intact. The file gets the mode of the
+// file it replaces, or 0666 less the umask; an existing path that is not a regular file (a device,
+// a fifo) is refused rather than replaced. The temporary file is removed on every failure path,
+// exceptions and (after install_temp_file_cleanup) interrupting signals included. `write` fills the open file descriptor; `check`, if given, inspects the complete
 // temporary file before it is moved into place, and an error from it discards the file.
 Status write_file_atomic(const std::string& path, const std::function<bool(int fd)>& write,
                          const std::function<Status(const std::string& tmp_path)>& check = {});
 Status write_file_atomic(const std::string& path, const std::string& bytes);
+
+// Checks a path the user named as an output before any work is done. Refuses (usage error, exit 2)
+// an empty path, a missing folder, an existing directory, device, fifo or socket, and any path that
+// is the same file as one of `inputs` (by device and inode, or by normalised path when neither
+// exists yet). `role` names the flag in the message, e.g. "-o".
+Status check_output_path(const std::string& path, const std::vector<std::string>& inputs, const std::string& role);
+
+// Removes the temporary files of writes still in progress when SIGINT, SIGTERM or SIGHUP arrives,
+// then lets the signal end the process as it would have. Called once by the CLI's main.
+void install_temp_file_cleanup();
 
 // Creates the folders above `path` (for caches under ~/.cache); outputs the user names are not
 // given folders implicitly.

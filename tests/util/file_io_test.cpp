@@ -1,0 +1,106 @@
+// Atomic writes: what lands, with which mode, and that no temporary file outlives a failure, an
+// exception or an interrupting signal.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "rlflow/util/file_io.h"
+
+namespace fs = std::filesystem;
+using namespace rlflow;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "rlflow_file_io_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+};
+
+bool write_all(int fd, const std::string& s) { return ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size()); }
+
+}  // namespace
+
+TEST(FileIo, AFailedCheckOrAnExceptionLeavesNoTemporaryFileAndThePreviousFileIntact) {
+  TempDir d;
+  const auto out = (d.path / "out.bin").string();
+  ASSERT_TRUE(write_file_atomic(out, std::string("old")).ok());
+  auto st = write_file_atomic(out, [](int fd) { return write_all(fd, "new"); },
+                              [](const std::string&) -> Status { return Error::bad_input("verification failed"); });
+  EXPECT_FALSE(st.ok());
+  EXPECT_THROW((void)write_file_atomic(out, [](int fd) { return write_all(fd, "new"); },
+                                       [](const std::string&) -> Status { throw std::bad_alloc(); }),
+               std::bad_alloc);
+  EXPECT_THROW((void)write_file_atomic(out, [](int) -> bool { throw std::runtime_error("boom"); }), std::runtime_error);
+  EXPECT_EQ(d.entries(), 1u);
+  std::ifstream f(out);
+  std::string s;
+  f >> s;
+  EXPECT_EQ(s, "old");
+}
+
+TEST(FileIo, ATerminatingSignalDuringTheWriteRemovesTheTemporaryFile) {
+  TempDir d;
+  const auto out = (d.path / "out.bin").string();
+  for (int sig : {SIGTERM, SIGINT}) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      install_temp_file_cleanup();
+      (void)write_file_atomic(out, [sig](int fd) {
+        write_all(fd, "partial");
+        ::raise(sig);  // as if the user pressed Ctrl-C while the output is being written
+        return true;
+      });
+      _exit(0);  // not reached: the signal ends the process
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status)) << "the signal still ends the process";
+    if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(d.entries(), 0u) << "temporary file left behind after signal " << sig;
+  }
+}
+
+TEST(FileIo, TheOutputTakesTheReplacedFilesModeOrTheUmask) {
+  TempDir d;
+  const auto out = (d.path / "out.bin").string();
+  const mode_t old = ::umask(027);
+  ASSERT_TRUE(write_file_atomic(out, std::string("a")).ok());
+  struct stat st{};
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  ASSERT_EQ(::chmod(out.c_str(), 0600), 0);
+  ASSERT_TRUE(write_file_atomic(out, std::string("b")).ok());
+  ASSERT_EQ(::stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ::umask(old);
+}
+
+TEST(FileIo, OutputPathGuard) {
+  TempDir d;
+  const auto in = (d.path / "in.onnx").string();
+  std::ofstream(in) << "x";
+  EXPECT_EQ(check_output_path("", {in}, "-o").error().code, ErrorCode::kUsage);
+  EXPECT_EQ(check_output_path(in, {in}, "-o").error().code, ErrorCode::kUsage);
+  // The same file under another spelling, and through a symlink.
+  EXPECT_FALSE(check_output_path((d.path / "." / "in.onnx").string(), {in}, "-o").ok());
+  fs::create_symlink(in, d.path / "link.onnx");
+  EXPECT_FALSE(check_output_path((d.path / "link.onnx").string(), {in}, "-o").ok());
+  EXPECT_FALSE(check_output_path("/dev/null", {}, "-o").ok());
+  EXPECT_FALSE(check_output_path(d.path.string(), {}, "-o").ok());
+  EXPECT_FALSE(check_output_path((d.path / "no" / "x").string(), {}, "-o").ok());
+  EXPECT_TRUE(check_output_path((d.path / "new.onnx").string(), {in}, "-o").ok());
+  EXPECT_NE(check_output_path(in, {in}, "--out").error().message.find("--out"), std::string::npos);
+}
