@@ -123,6 +123,9 @@ void Exporter::assign_names() {
   for (const auto& o : g_.outputs()) {
     const auto& n = g_.node(o.value.node);
     const bool producer_is_op = n.kind != OpKind::kInput && n.kind != OpKind::kWeight;
+    // A graph input listed as an output under its own name is written as both, with no node
+    // between (an Identity would assign the name a second time, which SSA forbids).
+    if (n.kind == OpKind::kInput && n.name == o.name) continue;
     if (producer_is_op && claimed.insert(o.value).second) names_[static_cast<size_t>(o.value.node)][static_cast<size_t>(o.value.index)] = o.name;
     else identity_outputs_.emplace_back(o.value, o.name);
   }

@@ -189,9 +189,15 @@ Status Importer::read_inputs() {
     } else {
       if (!tt.has_shape()) return bad("graph input '" + vi.name() + "' has no shape; pass --input-shape " + vi.name() + ":d0,d1,...");
       for (const auto& d : tt.shape().dim()) {
-        if (d.has_dim_value() && d.dim_value() <= 0)
-          return bad("graph input '" + vi.name() + "' has a dimension of size " + std::to_string(d.dim_value()) +
-                     "; pass --input-shape " + vi.name() + ":d0,d1,... to give it a size");
+        if (d.has_dim_value() && d.dim_value() <= 0) {
+          // Some exporters write 0 for "unknown": suggest the shape with those axes given size 1.
+          std::string example;
+          for (const auto& e : tt.shape().dim())
+            example += (example.empty() ? "" : ",") + std::to_string(e.has_dim_value() && e.dim_value() > 0 ? e.dim_value() : 1);
+          return Error::unsupported(label_ + ": graph input '" + vi.name() + "' has a dimension of size " + std::to_string(d.dim_value()) +
+                                    " (an empty tensor, which rlflow does not optimise); if it stands for an unknown size, pass "
+                                    "--input-shape " + vi.name() + ":" + example + " to give it one");
+        }
         if (d.has_dim_value()) {
           shape.push_back(d.dim_value());
           continue;
@@ -365,13 +371,15 @@ void Importer::infer_node_types(const onnx::NodeProto& n) {
 Expected<std::vector<const onnx::NodeProto*>> Importer::sorted_nodes() {
   const auto& nodes = model_.graph().node();
   std::unordered_map<std::string, int> producer;
-  for (int i = 0; i < nodes.size(); ++i)
+  for (int i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].op_type().empty()) return bad("node '" + nodes[i].name() + "' has an empty op_type");
     for (const auto& o : nodes[i].output()) {
       if (o.empty()) continue;
       if (producer.count(o) || values_.count(o))
         return bad("tensor '" + o + "' is produced more than once (node '" + nodes[i].name() + "')");
       producer[o] = i;
     }
+  }
   std::vector<int> indeg(static_cast<size_t>(nodes.size()), 0);
   std::vector<std::vector<int>> succ(static_cast<size_t>(nodes.size()));
   for (int i = 0; i < nodes.size(); ++i) {
@@ -1152,6 +1160,12 @@ Status Importer::check_arity(const onnx::NodeProto& n) const {
   }
   static const int known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
   const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "");
+  // An op the default domain does not define at this opset is no ONNX model any runtime loads (a
+  // custom op belongs in its own domain), and onnx::checker would refuse the output.
+  if (!schema && opset_ <= known_opset)
+    return Error::unsupported(label_ + ": node '" + n.name() + "' has op type '" + n.op_type() +
+                              "', which the ONNX default domain does not define at opset " + std::to_string(opset_) +
+                              " (a custom op needs its own domain)");
   if (!schema) return {};
   if (opset_ <= known_opset) {
     try {
@@ -1249,6 +1263,38 @@ Expected<ir::Graph> import_model_file(const std::string& path, const ImportOptio
   if (!model.ParseFromIstream(&f)) return Error::bad_input(path + kNotOnnx);
   auto dir = fs::path(path).parent_path().string();
   return import_parsed(model, path, dir.empty() ? "." : dir, opts, stats);
+}
+
+namespace {
+
+void collect_external(const onnx::GraphProto& g, const std::filesystem::path& dir, std::set<std::string>* out) {
+  auto add = [&](const onnx::TensorProto& t) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    for (const auto& kv : t.external_data())
+      if (kv.key() == "location" && !kv.value().empty()) out->insert((dir / kv.value()).string());
+  };
+  for (const auto& t : g.initializer()) add(t);
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) add(a.t());
+      for (const auto& t : a.tensors()) add(t);
+      if (a.has_g()) collect_external(a.g(), dir, out);
+      for (const auto& sg : a.graphs()) collect_external(sg, dir, out);
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> model_files(const std::string& path) {
+  std::vector<std::string> files{path};
+  std::ifstream f(path, std::ios::binary);
+  onnx::ModelProto model;
+  if (!f || !model.ParseFromIstream(&f)) return files;
+  std::set<std::string> ext;
+  const auto dir = std::filesystem::path(path).parent_path();
+  collect_external(model.graph(), dir.empty() ? std::filesystem::path(".") : dir, &ext);
+  files.insert(files.end(), ext.begin(), ext.end());
+  return files;
 }
 
 }  // namespace rlflow::onnxio
