@@ -4,11 +4,14 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <exception>
 #include <iostream>
 
 #include "commands.h"
 #include "rlflow/cost/factory.h"
+#include "rlflow/exec/compare.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
 
@@ -17,6 +20,33 @@ namespace {
 constexpr const char* kCostModelHelp =
     "auto (cudnn with a GPU, else cpu), cudnn, cpu, analytic, recorded (replayed H100 timings, --cost-table) or ort "
     "(analytic onnxruntime CPU profile)";
+
+// Every number a flag takes is checked as the flags are parsed, before any work: it must be finite
+// (a NaN passes no comparison, so it would switch a check or a limit off) and in the flag's range.
+CLI::Validator number_at_least(double lo, bool strictly = false) {
+  const std::string desc = fmt::format("{} {}", strictly ? ">" : ">=", lo);
+  return CLI::Validator(
+      [lo, strictly, desc](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || (strictly && v == lo))
+          return "must be a finite number " + desc + ", not '" + text + "'";
+        return {};
+      },
+      "NUMBER " + desc);
+}
+const CLI::Validator kNonNegative = number_at_least(0);
+const CLI::Validator kPositive = number_at_least(0, true);
+const CLI::Validator kAtLeastOne = number_at_least(1);
+
+// The one tolerance rule (exec::check_tolerance), applied to --atol and --rtol of every command.
+const CLI::Validator kTolerance(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
+      auto st = exec::check_tolerance(v, "the tolerance");
+      return st.ok() ? std::string() : st.error().message;
+    },
+    "TOLERANCE >= 0");
 
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("rlflow");
@@ -54,11 +84,15 @@ int run(int argc, char** argv) {
   c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, rl (a trained agent, --agent), or none (round trip)")
       ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive", "rl"}))
       ->capture_default_str();
-  c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->capture_default_str();
-  c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->capture_default_str();
+  c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->check(kPositive)->capture_default_str();
+  c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--time-limit", opt.time_limit_s,
-                    "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)");
-  c_opt->add_option("--memory-limit", opt.memory_mb, "Cap on stored search states, MiB")->capture_default_str();
+                    "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)")
+      ->check(kNonNegative);
+  c_opt->add_option("--memory-limit", opt.memory_mb,
+                    "Memory the run may use, MiB (default: 3/4 of this machine's); a model whose run needs more is refused "
+                    "(exit 3), and the search stores graphs in at most a quarter of it")
+      ->check(kPositive);
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
@@ -76,20 +110,21 @@ int run(int argc, char** argv) {
                     "Measure the result against the input on the target before writing it: auto (when the target runs here; not with "
                     "--deterministic), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  c_opt->add_option("--bench-rounds", opt.bench_rounds, "Measurement: interleaved rounds per candidate")->capture_default_str();
-  c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")->capture_default_str();
+  c_opt->add_option("--bench-rounds", opt.bench_rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")
+      ->check(CLI::Range(0, max_threads()))->capture_default_str();
   c_opt->add_option("--bench-max-seconds", opt.bench_max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
-      ->capture_default_str();
-  c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->capture_default_str();
+      ->check(kPositive)->capture_default_str();
+  c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
-  c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->capture_default_str();
-  c_opt->add_option("--atol", opt.atol, "Absolute tolerance of verification")->capture_default_str();
-  c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->capture_default_str();
+  c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--atol", opt.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();
+  c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->check(kTolerance)->capture_default_str();
   c_opt->add_option("--agent", opt.agent, "rl: the agent checkpoint (rlflow train-agent --out)");
-  c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->capture_default_str();
-  c_opt->add_option("--beam", opt.beam, "rl: then a policy-guided beam search of this width (0: none)")->capture_default_str();
-  c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->capture_default_str();
+  c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam", opt.beam, "rl: then a policy-guided beam search of this width (0: none)")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_flag("--polish", opt.polish, "rl: then greedy descent from the agent's best graph to a local optimum");
   c_opt->add_flag("--never-below-greedy", opt.never_below_greedy,
                   "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
@@ -101,8 +136,8 @@ int run(int argc, char** argv) {
   c_train->add_option("--config", train.config, "Agent hyperparameters (YAML; default: the values in configs/agent/ppo.yaml)");
   c_train->add_option("--out", train.out, "Agent checkpoint to write (and to --resume from)")->required();
   c_train->add_option("--log", train.log, "JSONL training log, one line per update (default: OUT.jsonl)");
-  c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->capture_default_str();
-  c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->capture_default_str();
+  c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->check(kAtLeastOne)->capture_default_str();
+  c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->check(kNonNegative)->capture_default_str();
   c_train->add_option("--imitation-epochs", train.imitation_epochs,
                       "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
   c_train->add_option("--dagger-rounds", train.dagger_rounds,
@@ -139,14 +174,14 @@ int run(int argc, char** argv) {
   auto* c_wm = app.add_subcommand("train-world-model", "Collect real rollouts and fit the MDN-RNN world model");
   c_wm->add_option("--model", wmo.models, "ONNX model to collect rollouts on (repeatable)")->required();
   c_wm->add_option("--out", wmo.out, "World model checkpoint to write (and to --resume from)")->required();
-  c_wm->add_option("--episodes", wmo.episodes, "Real episodes in the data set (reused from --data, topped up)")->capture_default_str();
+  c_wm->add_option("--episodes", wmo.episodes, "Real episodes in the data set (reused from --data, topped up)")->check(kAtLeastOne)->capture_default_str();
   c_wm->add_option("--config", wmo.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
   c_wm->add_option("--data", wmo.data, "Rollout file, reused by later runs (default: OUT.data)");
   c_wm->add_option("--agent", wmo.encoder_agent, "Take the (frozen) graph encoder and the xfers from this model-free agent");
   c_wm->add_option("--policy", wmo.policy,
                    "Collect the new episodes with this dream controller (train-agent --world-model --out) instead of the random agent");
   c_wm->add_option("--log", wmo.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
-  c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->capture_default_str();
+  c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->check(kNonNegative)->capture_default_str();
   c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
   c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
@@ -161,8 +196,8 @@ int run(int argc, char** argv) {
   auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");
   c_run->add_option("model", run.model, "ONNX model")->required();
   c_run->add_option("--data-dir", run.data_dir, "Folder with input_N.pb and output_N.pb")->required();
-  c_run->add_option("--atol", run.atol, "Absolute tolerance")->capture_default_str();
-  c_run->add_option("--rtol", run.rtol, "Relative tolerance")->capture_default_str();
+  c_run->add_option("--atol", run.atol, "Absolute tolerance")->check(kTolerance)->capture_default_str();
+  c_run->add_option("--rtol", run.rtol, "Relative tolerance")->check(kTolerance)->capture_default_str();
   c_run->add_flag("--json", g.json, "Print one JSON document");
 
   BenchCmdOptions bench;
@@ -171,11 +206,11 @@ int run(int argc, char** argv) {
   c_bench->add_option("--target", bench.target, "ort (onnxruntime CPU), cpu (rlflow's reference executor) or cudnn (rlflow's GPU runner)")
       ->check(CLI::IsMember({"ort", "cpu", "cudnn"}))->capture_default_str();
   c_bench->add_option("--threads", bench.threads, "Comma-separated thread counts, 'all' = every core (default: ort 1,all; cpu 1)");
-  c_bench->add_option("--rounds", bench.rounds, "Timed runs of each file, one per round, in a new random order each round")->capture_default_str();
-  c_bench->add_option("--warmup", bench.warmup, "Untimed runs of each file first")->capture_default_str();
-  c_bench->add_option("--max-seconds", bench.max_seconds, "Stop after the round that passes this time (at least 10 rounds; 0: no limit)")->capture_default_str();
+  c_bench->add_option("--rounds", bench.rounds, "Timed runs of each file, one per round, in a new random order each round")->check(kAtLeastOne)->capture_default_str();
+  c_bench->add_option("--warmup", bench.warmup, "Untimed runs of each file first")->check(kNonNegative)->capture_default_str();
+  c_bench->add_option("--max-seconds", bench.max_seconds, "Stop after the round that passes this time (at least 10 rounds; 0: no limit)")->check(kNonNegative)->capture_default_str();
   c_bench->add_option("--confidence", bench.confidence, "Confidence level of the intervals")->check(CLI::Range(0.5, 0.999))->capture_default_str();
-  c_bench->add_option("--seed", bench.seed, "Seed of the inputs and of the run order")->capture_default_str();
+  c_bench->add_option("--seed", bench.seed, "Seed of the inputs and of the run order")->check(kNonNegative)->capture_default_str();
   c_bench->add_option("--input-shape", bench.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_bench->add_flag("--json", g.json, "Print one JSON document");
 
@@ -191,21 +226,21 @@ int run(int argc, char** argv) {
   c_rverify->add_option("--rule", rules.only, "Only these rules (repeatable)");
   c_rverify->add_flag("--write", rules.write, "Record each rule's status in the rule file");
   c_rverify->add_flag("--prove", rules.prove, "Then prove each passing rule with Z3 (status: proved, or numerically verified only)");
-  c_rverify->add_option("--timeout", rules.prove_timeout, "Seconds per rule for --prove")->capture_default_str();
+  c_rverify->add_option("--timeout", rules.prove_timeout, "Seconds per rule for --prove")->check(kPositive)->capture_default_str();
   c_rverify->add_option("--dump-smt2", rules.dump_smt2, "With --prove: write each rule's SMT-LIB query into this directory");
   c_rverify->add_option("--jobs", rules.jobs, "Rules checked in parallel (one Z3 context each)")->capture_default_str()->check(CLI::Range(1, 256));
   c_rverify->add_option("--sample", rules.sample, "Only N rules drawn at random (with --seed) from those selected; 0: all")
-      ->capture_default_str();
-  c_rverify->add_option("--seed", rules.seed, "Seed for --sample")->capture_default_str();
+      ->check(kNonNegative)->capture_default_str();
+  c_rverify->add_option("--seed", rules.seed, "Seed for --sample")->check(kNonNegative)->capture_default_str();
   c_rverify->add_flag("--json", g.json, "Print one JSON document");
 
   auto* c_rbench = c_rules->add_subcommand("bench", "Match time, applications per second and a random-chain semantic check on models");
   c_rbench->add_option("models", rules.models, "ONNX models")->required();
   c_rbench->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_rbench->add_option("--applications", rules.applications, "Random rewrites checked per model")->capture_default_str();
-  c_rbench->add_option("--chain", rules.chain, "Applications per chain; each chain's result is run against the original")->capture_default_str();
-  c_rbench->add_option("--repeats", rules.repeats, "Timing repetitions (median)")->capture_default_str();
-  c_rbench->add_option("--seed", rules.seed, "Seed of the random chains")->capture_default_str();
+  c_rbench->add_option("--applications", rules.applications, "Random rewrites checked per model")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--chain", rules.chain, "Applications per chain; each chain's result is run against the original")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--repeats", rules.repeats, "Timing repetitions (median)")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--seed", rules.seed, "Seed of the random chains")->check(kNonNegative)->capture_default_str();
   c_rbench->add_flag("--json", g.json, "Print one JSON document");
 
   auto* c_rgen = c_rules->add_subcommand("generate", "Enumerate small graphs, pair equal ones into rules, verify and prune them");
@@ -215,8 +250,8 @@ int run(int argc, char** argv) {
   c_rgen->add_option("--merge-into", rules.merge_into, "Replace the generated rules of this rule file, keeping the others");
   c_rgen->add_option("--rules", rules.file, "Library whose rules generated duplicates are checked against (default: the shipped one)");
   c_rgen->add_option("--zoo", rules.zoo, "ONNX models: rules matching one of them form the default set (repeatable)");
-  c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->capture_default_str();
-  c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->capture_default_str();
+  c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->check(kAtLeastOne)->capture_default_str();
+  c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->check(kNonNegative)->capture_default_str();
   c_rgen->add_flag("--json", g.json, "Print one JSON document");
 
   CostCmdOptions cost;
@@ -233,19 +268,19 @@ int run(int argc, char** argv) {
   c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
   c_cost->add_option("--cache", cost.cache, "Cost cache file (default ~/.cache/rlflow/cost-cache.json or $RLFLOW_COST_CACHE)");
   c_cost->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
-  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8)");
-  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32)");
+  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8)")->check(kNonNegative);
+  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32)")->check(kAtLeastOne);
   c_cost->add_flag("--json", g.json, "Print one JSON document");
   auto* c_calib = c_cost->add_subcommand("calibrate", "Time representative ops and fit an analytic device profile to them");
   c_calib->add_option("--cost-model", cost.cost_model, "The measuring backend: auto, cpu, cudnn, or ort (each op as a one-node model in onnxruntime)")
       ->check(CLI::IsMember({"auto", "cudnn", "cpu", "ort"}))->capture_default_str();
   c_calib->add_option("--profile", cost.profile_out, "Write the fitted profile to this YAML file");
   c_calib->add_option("--base", cost.base_profile, "Profile whose peaks are kept (default: cpu-2core for cpu, h100 for cudnn)");
-  c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)");
+  c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)")->check(kAtLeastOne);
   c_calib->add_option("--cache", cost.cache, "Cost cache file");
   c_calib->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
-  c_calib->add_option("--warmup", cost.warmup, "Untimed runs per op");
-  c_calib->add_option("--repeats", cost.repeats, "Timed runs per op, median");
+  c_calib->add_option("--warmup", cost.warmup, "Untimed runs per op")->check(kNonNegative);
+  c_calib->add_option("--repeats", cost.repeats, "Timed runs per op, median")->check(kAtLeastOne);
   c_calib->add_flag("--json", g.json, "Print one JSON document");
 
   try {
@@ -260,6 +295,7 @@ int run(int argc, char** argv) {
   }
   try {
     setup_logging(verbosity, quiet);
+    install_temp_file_cleanup();
     if (version) {
       std::cout << version_string() << std::endl;
       return kOk;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "commands.h"
 #include "rlflow/bench/bench.h"
@@ -15,6 +16,8 @@
 namespace rlflow::cli {
 
 using json = nlohmann::json;
+
+int max_threads() { return 4 * std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 Expected<std::vector<int>> parse_thread_list(const std::string& text) {
   std::vector<int> out;
@@ -28,6 +31,9 @@ Expected<std::vector<int>> parse_thread_list(const std::string& text) {
         size_t used = 0;
         const int v = std::stoi(item, &used);
         if (used != item.size() || v < 1) throw std::invalid_argument(item);
+        if (v > max_threads())
+          return Error{ErrorCode::kUsage, "--threads: " + item + " is more than " + std::to_string(max_threads()) +
+                                              " (4x this machine's cores)"};
         out.push_back(v);
       } catch (const std::exception&) {
         return Error{ErrorCode::kUsage, "--threads: '" + item + "' is not a thread count (a positive number or 'all')"};
@@ -81,7 +87,8 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
     auto graph = load_model(f, o.input_shapes, ex);
     // onnxruntime needs only the input shapes, so a file rlflow cannot import (a contrib op with an
     // output rlflow cannot type, say) still runs there, with the first file's inputs.
-    if (!graph && o.target == "ort" && !models.empty() && graph.error().code != ErrorCode::kUsage && std::filesystem::exists(f)) {
+    // Only a model rlflow cannot type falls back: a corrupt or missing file is an error, reported first.
+    if (!graph && o.target == "ort" && !models.empty() && graph.error().code == ErrorCode::kUnsupported) {
       spdlog::warn("{}; onnxruntime runs it with the first file's input shapes", graph.error().message);
       models.push_back({f, models.front().graph});
       continue;

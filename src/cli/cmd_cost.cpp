@@ -17,6 +17,7 @@
 #include "rlflow/cost/cpu_backend.h"
 #include "rlflow/cost/analytic.h"
 #include "rlflow/cost/cache.h"
+#include "rlflow/util/file_io.h"
 #include "rlflow/cost/calibrate.h"
 #include "rlflow/cost/device.h"
 #include "rlflow/cost/factory.h"
@@ -31,15 +32,6 @@ namespace rlflow::cli {
 using json = nlohmann::json;
 
 namespace {
-
-Expected<ir::Graph> load(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex) {
-  auto parsed = parse_input_shapes(shapes);
-  if (!parsed) return parsed.error();
-  onnxio::ImportOptions io;
-  io.input_shapes = *parsed;
-  io.evaluator = &ex;
-  return onnxio::import_model_file(path, io);
-}
 
 cost::CostOptions cost_options(const CostCmdOptions& o) {
   cost::CostOptions c;
@@ -115,7 +107,7 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
   if (o.model.empty()) return report_error(g, Error{ErrorCode::kUsage, "cost: a MODEL (or the subcommand calibrate) is required"});
   const auto t0 = std::chrono::steady_clock::now();
   exec::Executor ex;
-  auto graph = load(o.model, o.input_shapes, ex);
+  auto graph = load_model(o.model, o.input_shapes, ex);
   if (!graph) return report_error(g, graph.error());
   const double t_import = seconds_since(t0);
 
@@ -258,6 +250,8 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
 }
 
 int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
+  if (!o.profile_out.empty())
+    if (auto st = check_output_path(o.profile_out, {o.base_profile, o.cache}, "--profile"); !st.ok()) return report_error(g, st.error());
   auto copts = cost_options(o);
   copts.deterministic = false;
   const bool ort = o.cost_model == "ort";  // here: measure each op in onnxruntime

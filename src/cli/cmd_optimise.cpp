@@ -24,6 +24,7 @@
 #include "rlflow/rules/library_io.h"
 #include "rlflow/rl/agent.h"
 #include "rlflow/search/optimizer.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
 
@@ -121,7 +122,10 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
   search::Limits lim;
   lim.budget = o.budget;
   lim.time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.deterministic ? 0 : kInteractiveTimeLimitS);
-  lim.memory_bytes = o.memory_mb << 20;
+  // Stored search graphs are a cache (released and replayed beyond the cap): a quarter of the run's
+  // memory, and no more than 256 MiB, which the zoo's searches never need.
+  const int64_t run_mb = o.memory_mb > 0 ? o.memory_mb : default_memory_limit_mb();
+  lim.memory_bytes = std::min<int64_t>(256, std::max<int64_t>(1, run_mb / 4)) << 20;
   auto res = (*opt)->run(graph, lim);
   if (tty) std::fprintf(stderr, "\r%80s\r", "");
   if (!res) return res.error();
@@ -210,16 +214,21 @@ constexpr const char* kSizeSpecificMarker = "candidate holds only at the sizes i
 
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::error_code ec;
-  if (fs::exists(o.output, ec) && fs::exists(o.model, ec) && fs::equivalent(o.output, o.model, ec))
-    return report_error(g, Error{ErrorCode::kUsage, "the output path is the input model; choose another -o"});
+  // Every path is checked before any work: the output (and the weights file written beside it for a
+  // model over protobuf's limit) must not be the model, its external weights or the rule file.
+  auto inputs = onnxio::model_files(o.model);
+  if (!o.rules_file.empty()) inputs.push_back(o.rules_file);
+  if (!o.agent.empty()) inputs.push_back(o.agent);
+  for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
+    if (auto st = check_output_path(path, inputs, role); !st.ok())
+      return report_error(g, st.error());
   auto target = resolve_target(o.target);
   if (!target) return report_error(g, target.error());
   if (o.measure != "auto" && o.measure != "on" && o.measure != "off")
     return report_error(g, Error{ErrorCode::kUsage, "--measure must be auto, on or off"});
   exec::Executor ex;
   onnxio::ImportStats stats;
-  auto original = load_model(o.model, o.input_shapes, ex, &stats);
+  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb);
   if (!original) return report_error(g, original.error());
   const double t_import = seconds_since(t0);
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,

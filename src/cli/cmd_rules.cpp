@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "rlflow/util/file_io.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/onnx/model_io.h"
@@ -351,6 +352,17 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
   if (o.depth < 1 || o.depth > 4) return report_error(g, Error::bad_input("--depth must be 1..4"));
   // The library whose hand-written rules generated duplicates are checked against.
   std::string lib_path = !o.merge_into.empty() ? o.merge_into : !o.file.empty() ? o.file : rules::default_library_path();
+  {
+    std::vector<std::string> inputs;
+    for (const auto& m : o.zoo)
+      for (auto& f : onnxio::model_files(m)) inputs.push_back(std::move(f));
+    // --merge-into is rewritten in place by design; --out must not be any file read.
+    if (!o.merge_into.empty())
+      if (auto st = check_output_path(o.merge_into, inputs, "--merge-into"); !st.ok()) return report_error(g, st.error());
+    inputs.push_back(lib_path);
+    if (!o.out.empty())
+      if (auto st = check_output_path(o.out, inputs, "--out"); !st.ok()) return report_error(g, st.error());
+  }
   rules::RuleLibrary lib;
   if (!o.merge_into.empty() || std::filesystem::exists(lib_path)) {
     auto loaded = rules::load_library(lib_path);

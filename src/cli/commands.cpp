@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 
@@ -55,14 +56,38 @@ std::string human(double v) {
 
 }  // namespace
 
+int64_t default_memory_limit_mb() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  for (const char* cg : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(cg);
+    double v = 0;
+    if (f >> v && v > 0) bytes = std::min(bytes, v);  // "max" (no limit) fails to parse and is skipped
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(bytes * 0.75) >> 20);
+}
+
+Status check_memory(const ir::Graph& g, int64_t limit_mb) {
+  if (limit_mb == kNoMemoryCheck) return {};
+  const int64_t limit = limit_mb > 0 ? limit_mb : default_memory_limit_mb();
+  const auto m = ir::estimate_run_memory(g);
+  const double mib = 1024.0 * 1024.0;
+  if (m.peak_bytes <= static_cast<double>(limit) * mib) return {};
+  const std::string msg = fmt::format("running the model needs about {:.0f} MiB ({} alone is {:.0f} MiB), over the memory limit of {} MiB",
+                                      m.peak_bytes / mib, m.largest, m.largest_bytes / mib, limit);
+  return Error::bad_input(msg + " (--memory-limit raises it where the command has one; --input-shape chooses smaller sizes)");
+}
+
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats) {
+                               onnxio::ImportStats* stats, int64_t memory_limit_mb) {
   auto parsed = parse_input_shapes(shapes);
   if (!parsed) return parsed.error();
   onnxio::ImportOptions io;
   io.input_shapes = *parsed;
   io.evaluator = &ex;
-  return onnxio::import_model_file(path, io, stats);
+  auto g = onnxio::import_model_file(path, io, stats);
+  if (!g) return g;
+  if (auto st = check_memory(*g, memory_limit_mb); !st.ok()) return st.error().with_context(path);
+  return g;
 }
 
 std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules) {
@@ -106,10 +131,26 @@ int exit_code_for(ErrorCode c) {
   return kInternal;
 }
 
+namespace {
+
+// Names in a model are arbitrary bytes: a NUL would end the line early and a newline would split it,
+// so control characters are written as escapes and the error stays one whole line.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c != 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
+}  // namespace
+
 int report_error(const GlobalOptions& g, const Error& e) {
   const int code = exit_code_for(e.code);
-  std::fprintf(stderr, "rlflow: error: %s\n", e.message.c_str());
-  if (g.json) std::cout << json{{"ok", false}, {"error", e.message}, {"exit_code", code}}.dump(2) << std::endl;
+  const std::string message = printable(e.message);
+  std::fprintf(stderr, "rlflow: error: %s\n", message.c_str());
+  if (g.json) std::cout << json{{"ok", false}, {"error", message}, {"exit_code", code}}.dump(2) << std::endl;
   return code;
 }
 
@@ -125,7 +166,7 @@ std::string version_string() {
 int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
   exec::Executor ex;
   onnxio::ImportStats stats;
-  auto graph = load_model(o.model, o.input_shapes, ex, &stats);
+  auto graph = load_model(o.model, o.input_shapes, ex, &stats, kNoMemoryCheck);  // info never runs the graph
   if (!graph) return report_error(g, graph.error());
   const auto s = ir::summarize(*graph);
   json ins = json::array(), outs = json::array();
@@ -190,6 +231,7 @@ int cmd_run(const GlobalOptions& g, const RunOptions& o) {
   }
   auto graph = onnxio::import_model_file(o.model, io);
   if (!graph) return report_error(g, graph.error());
+  if (auto st = check_memory(*graph, 0); !st.ok()) return report_error(g, st.error().with_context(o.model));
   auto outs = ex.run(*graph, run_inputs);
   if (!outs) return report_error(g, outs.error());
   if (outs->size() != expected.size())

@@ -40,7 +40,10 @@ struct OptimiseOptions {
   double alpha = 1.05;
   int64_t budget = 1000;
   double time_limit_s = -1;  // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
-  int64_t memory_mb = 256;  // stored search graphs; beyond it they are released and replayed when needed
+  // The run's memory, MiB (0: default_memory_limit_mb()). A model whose run is estimated above it is
+  // refused; the search keeps at most a quarter of it (and at most 256 MiB) in stored graphs, beyond
+  // which they are released and replayed when needed.
+  int64_t memory_mb = 0;
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
   bool composites = true;   // fuse decomposed GELU / LayerNorm chains before searching
@@ -168,15 +171,27 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
 int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o);
-// "1,all" -> {1, 0} (0: every core).
+// The most threads a flag accepts: 4x this machine's cores. More only measure contention, and
+// 100,000 of them never finish starting.
+int max_threads();
+// "1,all" -> {1, 0} (0: every core); a count above max_threads() is a usage error.
 Expected<std::vector<int>> parse_thread_list(const std::string& text);
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
 int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o);
 std::string version_string();
 
-// Imports an ONNX model with --input-shape specs, folding with `ex`.
+// The memory a command may plan to use when --memory-limit is not given, MiB: 3/4 of what this
+// process can have (physical RAM, or its cgroup's limit when that is lower).
+int64_t default_memory_limit_mb();
+// Refuses (exit 3, naming the largest tensor) a graph whose run would need more than `limit_mb`
+// (0: the default) by ir::estimate_run_memory, before anything is allocated.
+Status check_memory(const ir::Graph& g, int64_t limit_mb);
+
+// Imports an ONNX model with --input-shape specs, folding with `ex`, and checks that running it fits
+// in `memory_limit_mb` (0: the default; kNoMemoryCheck for commands that never run the graph).
+inline constexpr int64_t kNoMemoryCheck = -1;
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats = nullptr);
+                               onnxio::ImportStats* stats = nullptr, int64_t memory_limit_mb = 0);
 // The rules a search may use: the default set's proved rules, or (all_rules) every rule that is
 // proved or numerically verified. Refuted and unverified rules never.
 std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules);

@@ -71,9 +71,15 @@ Tolerance output_tolerance(const ir::Tensor& ref, double atol, double rtol, doub
   return {std::max(atol, eps * std::max(1.0, scale)), std::max(rtol, eps)};
 }
 
+Status check_tolerance(double value, const std::string& what) {
+  if (!std::isfinite(value) || value < 0)
+    return Error{ErrorCode::kUsage, what + " must be a finite number >= 0 (got " + std::to_string(value) + ")"};
+  return {};
+}
+
 OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol) {
   OutputDiff d;
-  if (a.shape() != b.shape()) {
+  if (a.shape() != b.shape() || !check_tolerance(atol, "atol").ok() || !check_tolerance(rtol, "rtol").ok()) {
     d.ok = false;
     d.max_abs_diff = INFINITY;
     return d;
@@ -93,6 +99,8 @@ OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, d
 }
 
 Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph& candidate, const CompareOptions& opts) {
+  RLFLOW_TRY_STATUS(check_tolerance(opts.atol, "atol"));
+  RLFLOW_TRY_STATUS(check_tolerance(opts.rtol, "rtol"));
   if (reference.outputs().size() != candidate.outputs().size())
     return Comparison{false, INFINITY, {}, "the graphs have different numbers of outputs"};
   auto ia = reference.inputs(), ib = candidate.inputs();

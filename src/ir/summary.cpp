@@ -96,4 +96,51 @@ GraphSummary summarize(const Graph& g) {
   return s;
 }
 
+namespace {
+
+double type_bytes(const TensorType& t) {
+  double n = static_cast<double>(dtype_size(t.dtype));
+  for (auto d : t.shape) n *= static_cast<double>(std::max<int64_t>(d, 0));
+  return n;
+}
+
+}  // namespace
+
+MemoryEstimate estimate_run_memory(const Graph& g) {
+  MemoryEstimate m;
+  const size_t n = g.size();
+  std::vector<size_t> last_use(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : g.node(static_cast<NodeId>(i)).inputs) last_use[static_cast<size_t>(in.node)] = i;
+  for (const auto& o : g.outputs()) last_use[static_cast<size_t>(o.value.node)] = n;
+  std::vector<double> bytes(n, 0);
+  double live = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<NodeId>(i);
+    const auto& node = g.node(id);
+    for (const auto& t : node.outputs) bytes[i] += type_bytes(t);
+    if (bytes[i] > m.largest_bytes) {
+      m.largest_bytes = bytes[i];
+      m.largest = node.kind == OpKind::kInput ? "input '" + node.name + "'"
+                  : node.kind == OpKind::kWeight ? "weight '" + node.name + "'"
+                                                 : "the output of " + node_label(g, id);
+    }
+    if (node.kind == OpKind::kWeight) {
+      m.weight_bytes += bytes[i];
+      continue;  // weights live for the whole run: counted once, below
+    }
+    live += bytes[i];
+    m.peak_bytes = std::max(m.peak_bytes, live);
+    for (const auto& in : node.inputs) {
+      const auto k = static_cast<size_t>(in.node);
+      if (last_use[k] == i && g.node(in.node).kind != OpKind::kWeight) {
+        live -= bytes[k];
+        bytes[k] = 0;  // a value read twice by this node is freed once
+      }
+    }
+  }
+  m.peak_bytes += m.weight_bytes;
+  return m;
+}
+
 }  // namespace rlflow::ir

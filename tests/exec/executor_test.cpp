@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -580,6 +581,24 @@ TEST(Compare, WeightPerturbationIsDetectedAndNamed) {
   EXPECT_TRUE(c->outputs[1].ok);
   EXPECT_NE(c->message.find("'hidden'"), std::string::npos) << c->message;
   EXPECT_EQ(c->message.find("'side'"), std::string::npos) << c->message;
+}
+
+TEST(Compare, ANonFiniteOrNegativeToleranceIsAnErrorNeverAPass) {
+  // With NaN, `diff > atol + rtol*|b|` is never true: such a tolerance would pass any difference.
+  for (double bad : {std::nan(""), -1.0, std::numeric_limits<double>::infinity()}) {
+    exec::CompareOptions o;
+    o.atol = bad;
+    auto c = exec::compare_graphs(mlp(), mlp(0.5f), o);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.error().code, ErrorCode::kUsage);
+    o.atol = 1e-4;
+    o.rtol = bad;
+    EXPECT_FALSE(exec::compare_graphs(mlp(), mlp(0.5f), o).ok()) << bad;
+  }
+  auto a = f32({2}, {0, 1});
+  auto b = f32({2}, {0, 1});
+  EXPECT_TRUE(exec::diff_tensors(*a, *b, 1e-4, 1e-3).ok);
+  EXPECT_FALSE(exec::diff_tensors(*a, *b, std::nan(""), 1e-3).ok);
 }
 
 TEST(Compare, DifferentInterfacesAreReported) {

@@ -48,10 +48,16 @@ struct Tolerance {
 };
 Tolerance output_tolerance(const ir::Tensor& ref, double atol, double rtol, double half_ulps = 16);
 
-// Element-wise |a - b| <= atol + rtol * |b|, for tensors of equal type.
+// A tolerance must be finite and non-negative: with NaN, `diff > atol + rtol*|b|` is never true and
+// every difference would pass. A usage error naming `what` (e.g. "--atol") otherwise.
+Status check_tolerance(double value, const std::string& what);
+
+// Element-wise |a - b| <= atol + rtol * |b|, for tensors of equal type. Invalid tolerances (see
+// check_tolerance) fail every comparison.
 OutputDiff diff_tensors(const ir::Tensor& a, const ir::Tensor& b, double atol, double rtol);
 
 // Runs both graphs on the same seeded inputs and compares their outputs position by position.
+// Invalid tolerances are an error, never a pass.
 Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph& candidate, const CompareOptions& opts);
 
 }  // namespace rlflow::exec

@@ -23,6 +23,18 @@ struct GraphSummary {
 };
 
 GraphSummary summarize(const Graph& g);
+
+// What one run of the graph holds in memory at its peak, with each value freed after its last use
+// (as exec::Executor does): the weights, the inputs, and the activations alive at once. Computed
+// from the types alone, in doubles, so a declared [4000000, 3, 224, 224] input is estimated, not
+// allocated (and cannot overflow).
+struct MemoryEstimate {
+  double peak_bytes = 0;
+  double weight_bytes = 0;
+  std::string largest;         // the largest tensor's name ("input 'x'", "output of Conv 'c1' (#3)")
+  double largest_bytes = 0;
+};
+MemoryEstimate estimate_run_memory(const Graph& g);
 std::string op_display_name(const Node& n);
 
 }  // namespace rlflow::ir
