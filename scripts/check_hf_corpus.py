@@ -45,6 +45,7 @@ from check_ort import _exceeds, _json_safe, _max_abs_diff, graph_inputs, session
 
 ATOL, RTOL = 1e-4, 1e-3
 SEED = 0
+CLAIM_RTOL = 0.005  # a prediction describes the written file: within 0.5% of that file's cost
 SEQ = 128
 # Shapes at which a model is run in onnxruntime: (batch, sequence); sequence applies to text inputs only.
 SHAPES_STATIC = [(1, SEQ)]
@@ -249,6 +250,8 @@ def check_model(binary: str, path: Path, targets: List[str], out_dir: Path, time
         entry.update(summarise_json(r["doc"]))
         if r["rc"] == 0 and out.exists():
             entry["ort"] = ort_check(str(path), str(out), dynamic)
+            if label != "roundtrip":
+                entry["claim"] = claim_check(binary, r["doc"], out, entry.get("input_shape"), timeout)
         elif r["rc"] == 0:
             entry["ort"] = {"ok": False, "error": "rlflow exited 0 but wrote no file"}
         rec["runs"][label] = entry
@@ -259,8 +262,26 @@ def check_model(binary: str, path: Path, targets: List[str], out_dir: Path, time
         if out.exists() and not os.environ.get("RLFLOW_KEEP_OUTPUTS"):
             out.unlink()
     rec["ok"] = all(e["rc"] == 0 and e.get("ort", {}).get("ok") and not e.get("needs_input_shape")
-                    for e in rec["runs"].values())
+                    and e.get("claim", {}).get("ok", True) for e in rec["runs"].values())
     return rec
+
+
+def claim_check(binary: str, doc: Optional[dict], out: Path, input_shape: Optional[List[str]], timeout: float) -> dict:
+    """The prediction `optimise` reports must describe the file it wrote: its after_ms equals what
+    `rlflow cost OUT` gives for that file under the same cost model (within CLAIM_RTOL)."""
+    cost = (doc or {}).get("cost") or {}
+    if "after_ms" not in cost:
+        return {"ok": True, "note": "no prediction"}
+    args = ["cost", str(out), "--cost-model", cost["model"], "--json"]
+    for spec in input_shape or []:
+        args += ["--input-shape", spec]
+    r = run_rlflow(binary, args, timeout)
+    if r["rc"] != 0 or not isinstance(r["doc"], dict):
+        return {"ok": False, "error": f"rlflow cost exited {r['rc']}: {r['error']}"}
+    file_ms, claimed = r["doc"]["total_ms"], cost["after_ms"]
+    ok = abs(claimed - file_ms) <= CLAIM_RTOL * max(abs(file_ms), 1e-12)
+    return {"ok": ok, "claimed_ms": claimed, "file_ms": file_ms,
+            **({} if ok else {"error": f"claimed {claimed:.6g} ms, the written file costs {file_ms:.6g} ms"})}
 
 
 # ---- the table ------------------------------------------------------------------------------------
@@ -326,6 +347,9 @@ def print_table(recs: List[dict], targets: List[str]) -> None:
         if not err:
             err = next((f"{lab}: {e['ort']['error']}" for lab, e in zip(["rt", *targets], [rt, *es])
                         if e and "ort" in e and e["ort"].get("error")), None)
+        if not err:
+            err = next((f"{lab}: claim: {e['claim']['error']}" for lab, e in zip(targets, es)
+                        if e and e.get("claim", {}).get("error")), None)
         if not err:
             k = next((e.get("kept_input") for e in es if e and e.get("kept_input")), None)
             err = f"kept: {k}" if k else ""

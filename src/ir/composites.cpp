@@ -234,7 +234,8 @@ class Matcher {
 
 }  // namespace
 
-Graph recognise_composites(const Graph& g, CompositeStats* stats) {
+Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset) {
+  const int64_t v = opset ? *opset : g.meta().opset("");
   CompositeStats local;
   CompositeStats& st = stats ? *stats : local;
   Matcher m(g);
@@ -245,15 +246,15 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats) {
   for (size_t i = g.size(); i-- > 0;) {
     const auto id = static_cast<NodeId>(i);
     std::vector<NodeId> chain;
-    if (auto n = m.layer_norm(id, &chain)) {
+    if (auto n = v >= kLayerNormOpset ? m.layer_norm(id, &chain) : std::nullopt) {
       ++st.layer_norm;
       m.claim(chain);
       replace.emplace_back(id, std::move(*n));
-    } else if (auto gn = m.gelu(id, &chain)) {
+    } else if (auto gn = v >= kGeluOpset ? m.gelu(id, &chain) : std::nullopt) {
       ++(std::get<GeluParams>(gn->params).tanh ? st.gelu_tanh : st.gelu);
       m.claim(chain);
       replace.emplace_back(id, std::move(*gn));
-    } else if (auto hs = m.hard_swish(id, &chain)) {
+    } else if (auto hs = v >= kHardSwishOpset ? m.hard_swish(id, &chain) : std::nullopt) {
       ++st.hard_swish;
       m.claim(chain);
       replace.emplace_back(id, std::move(*hs));

@@ -1,13 +1,15 @@
 #pragma once
 // Recognition of composite ops that exporters write out as chains of elementwise ops: GELU (exact
 // erf form and tanh approximation, as PyTorch writes them below opset 20), LayerNorm (below
-// opset 17) and HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14). Each chain becomes one node, which costs one kernel instead of five to nine, and which
-// the exporter writes back in the decomposed form when the model's opset has no such op.
+// opset 17) and HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14). Each chain becomes
+// one node, which costs one kernel instead of five to nine, where the model's opset has that op.
 //
 // This is a canonicalisation, not a search step: it is exact in real arithmetic (the fused op is
 // the chain's definition) and a runtime computes it at least as fast. `rlflow optimise` runs it
 // before the search and verifies the written model against the input *as imported without it*, so
 // a wrong recognition cannot hide behind a verification that shares it.
+#include <optional>
+
 #include "rlflow/ir/graph.h"
 
 namespace rlflow::ir {
@@ -21,8 +23,13 @@ struct CompositeStats {
   int total() const { return gelu + gelu_tanh + layer_norm + hard_swish; }
 };
 
-// Replaces every recognised chain whose interior values nothing else reads. The result computes
-// the same function; node names and output names of the chains' last nodes are kept.
-Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr);
+// The first default-domain opset with each fused op: below it the exporter writes the chain back.
+inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14;
+
+// Replaces every recognised chain whose interior values nothing else reads, and whose fused op
+// exists at `opset` (default: the graph's own): a chain the exporter would write back as a chain
+// stays one, so a cost model never credits a fusion the written file does not have. The result
+// computes the same function; node names and output names of the chains' last nodes are kept.
+Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt);
 
 }  // namespace rlflow::ir
