@@ -257,13 +257,32 @@ Expected<std::unique_ptr<CostModel>> make_cudnn_cost_model(const GpuOptions& opt
   return std::unique_ptr<CostModel>(std::make_unique<CudnnCostModel>(std::move(*rt)));
 }
 
-Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOptions& mo, const GpuOptions& opts) {
+namespace {
+
+class CudnnGraphSession : public GpuGraphSession {
+ public:
+  CudnnGraphSession(std::unique_ptr<gpu::Runtime> rt, std::unique_ptr<gpu::PreparedProgram> prog, int skipped)
+      : rt_(std::move(rt)), prog_(std::move(prog)), skipped_(skipped) {}
+  ~CudnnGraphSession() override { prog_.reset(); }  // before the runtime whose handles it borrows
+  Expected<double> run_ms(int inner) override { return prog_->time(1, inner); }
+  std::string method() const override { return prog_->method() + " on " + rt_->device_name(); }
+  int skipped_opaque() const override { return skipped_; }
+
+ private:
+  std::unique_ptr<gpu::Runtime> rt_;
+  std::unique_ptr<gpu::PreparedProgram> prog_;
+  int skipped_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& g, const MeasureOptions& mo, const GpuOptions& opts) {
   auto rt = gpu::create_runtime(runtime_options(opts));
   if (!rt) return rt.error();
   const auto constant = constant_nodes(g);
   gpu::Program p;
   std::map<ir::ValueRef, int> value_of;
-  GraphMeasurement m;
+  int skipped = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const auto id = static_cast<ir::NodeId>(i);
     const auto& n = g.node(id);
@@ -276,7 +295,7 @@ Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOp
     // Folded values exist before the graph runs, like weights; opaque ops cannot run here, so
     // their outputs are treated as given data too (and counted).
     const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || n.kind == ir::OpKind::kOpaque || constant[i];
-    if (n.kind == ir::OpKind::kOpaque) ++m.skipped_opaque;
+    if (n.kind == ir::OpKind::kOpaque) ++skipped;
     if (given) {
       p.sources.insert(p.sources.end(), outs.begin(), outs.end());
       continue;
@@ -287,11 +306,27 @@ Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOp
     for (const auto& in : n.inputs) step.in.push_back(value_of.at(in));
     p.steps.push_back(std::move(step));
   }
-  auto ms = (*rt)->time_program(p, mo.warmup, mo.repeats);
-  if (!ms) return ms.error();
-  m.ms = *ms;
-  m.runs = std::max(1, mo.repeats);
-  m.method = "cudnn kernels in sequence on " + (*rt)->device_name() + " (CUDA events, median)";
+  auto prog = (*rt)->prepare_program(p, mo.warmup);
+  if (!prog) return prog.error();
+  return std::unique_ptr<GpuGraphSession>(std::make_unique<CudnnGraphSession>(std::move(*rt), std::move(*prog), skipped));
+}
+
+Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOptions& mo, const GpuOptions& opts) {
+  auto session = prepare_graph_gpu(g, mo, opts);
+  if (!session) return session.error();
+  // Each timed run is one replay; the median over mo.repeats of them.
+  std::vector<double> runs;
+  for (int i = 0; i < std::max(1, mo.repeats); ++i) {
+    auto ms = (*session)->run_ms(1);
+    if (!ms) return ms.error();
+    runs.push_back(*ms);
+  }
+  std::sort(runs.begin(), runs.end());
+  GraphMeasurement m;
+  m.ms = runs[runs.size() / 2];
+  m.runs = static_cast<int>(runs.size());
+  m.skipped_opaque = (*session)->skipped_opaque();
+  m.method = "cudnn kernels, " + (*session)->method() + " (CUDA events, median)";
   return m;
 }
 

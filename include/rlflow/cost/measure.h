@@ -1,6 +1,7 @@
 #pragma once
 // Whole-graph measurement, to check how well the sum of per-op costs predicts a real run.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "rlflow/cost/cudnn_backend.h"
@@ -24,7 +25,22 @@ struct GraphMeasurement {
 
 // Runs the graph with the reference executor (the kernels the cpu backend times).
 Expected<GraphMeasurement> measure_graph_cpu(const ir::Graph& g, const MeasureOptions& opts = {});
-// Runs every non-folded node with the cudnn backend's kernels in sequence on one stream.
+// A graph made ready on the GPU once, as a deployed runtime runs it: buffers, workspaces and
+// algorithms settled (fused conv+bias+ReLU calls timed per algorithm), `warmup` runs done, and the
+// sequence of the cudnn backend's kernels captured as one CUDA graph. run_ms replays it.
+class GpuGraphSession {
+ public:
+  virtual ~GpuGraphSession() = default;
+  // Milliseconds of one run: `inner` back-to-back replays between two CUDA events, divided.
+  virtual Expected<double> run_ms(int inner) = 0;
+  virtual std::string method() const = 0;  // CUDA graph replay, or why capture failed
+  virtual int skipped_opaque() const = 0;  // opaque nodes it cannot run (their outputs are given data)
+};
+Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& g, const MeasureOptions& opts = {},
+                                                             const GpuOptions& gpu = {});
+
+// Runs every non-folded node with the cudnn backend's kernels on one stream, replayed from a
+// captured CUDA graph (see GpuGraphSession): the median of opts.repeats replays.
 Expected<GraphMeasurement> measure_graph_gpu(const ir::Graph& g, const MeasureOptions& opts = {}, const GpuOptions& gpu = {});
 
 }  // namespace rlflow::cost

@@ -81,13 +81,27 @@ struct RuntimeOptions {
   bool allow_tf32 = true;  // fp32 convolutions and GEMMs may use TF32 tensor cores
 };
 
+// A program made ready to run, as a deployed runtime runs it: buffers allocated, workspaces and
+// algorithms chosen, warm-up runs done, and the whole sequence captured as one CUDA graph. Timing it
+// replays the graph, so it measures GPU time without a host launch per kernel. Borrows its
+// Runtime's handles: the Runtime must outlive it.
+class PreparedProgram {
+ public:
+  virtual ~PreparedProgram() = default;
+  // Median over `repeats` samples of the milliseconds of one run; each sample times `inner`
+  // back-to-back runs between two events and divides.
+  virtual Expected<double> time(int repeats, int inner) = 0;
+  // "CUDA graph replay", or "eager kernel launches (CUDA graph capture failed: ...)".
+  virtual std::string method() const = 0;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
   // Median milliseconds of one run of the op, with inputs filled with data.
   virtual Expected<double> time_op(const OpDesc& op) = 0;
-  // Median milliseconds of one run of every step in sequence.
-  virtual Expected<double> time_program(const Program& p, int warmup, int repeats) = 0;
+  // Prepares `p` (see PreparedProgram) after `warmup` eager runs.
+  virtual Expected<std::unique_ptr<PreparedProgram>> prepare_program(const Program& p, int warmup) = 0;
   virtual std::string fingerprint() const = 0;
   virtual std::string device_name() const = 0;
 };
