@@ -370,6 +370,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
     onnxio::ImportOptions io;
     io.evaluator = &ex;
     io.dim_values = stats.dynamic_dims;  // the sizes the input was optimised at
+    io.share_weights_with = &*original;  // equal weights are held once
     auto written = onnxio::import_model_file(tmp_path, io);
     if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
     return written;

@@ -81,6 +81,9 @@ class Importer {
   Expected<bool> fold_through_evaluator(const onnx::NodeProto& n);
   Expected<std::optional<std::vector<TensorPtr>>> evaluate_node(const onnx::NodeProto& n, const std::vector<TensorPtr>& ins);
   std::unordered_map<std::string, TensorPtr> shadow_values(const onnx::NodeProto& n, bool varying_shape);
+  // The equal weight of ImportOptions::share_weights_with, if there is one, else `t`.
+  TensorPtr shared_weight(TensorPtr t);
+  std::unordered_multimap<uint64_t, TensorPtr> weight_pool_;
   void infer_node_types(const onnx::NodeProto& n);
   void record_type(const onnx::ValueInfoProto& vi);
 
@@ -142,12 +145,25 @@ Status Importer::read_meta() {
   return {};
 }
 
+TensorPtr Importer::shared_weight(TensorPtr t) {
+  if (!opts_.share_weights_with) return t;
+  if (weight_pool_.empty())
+    for (size_t i = 0; i < opts_.share_weights_with->size(); ++i) {
+      const auto& n = opts_.share_weights_with->node(static_cast<ir::NodeId>(i));
+      if (n.kind == ir::OpKind::kWeight && n.value) weight_pool_.emplace(n.value->content_hash(), n.value);
+    }
+  auto [lo, hi] = weight_pool_.equal_range(t->content_hash());
+  for (auto it = lo; it != hi; ++it)
+    if (it->second->type() == t->type() && it->second->same_content(*t)) return it->second;  // t's copy is freed here
+  return t;
+}
+
 Status Importer::read_initializers() {
   for (auto& t : *model_.mutable_graph()->mutable_initializer()) {
     if (values_.count(t.name())) return bad("initializer '" + t.name() + "' is defined twice");
     auto v = is_bulk_weight(t) ? take_tensor_from_proto(&t, base_dir_) : tensor_from_proto(t, base_dir_);
     if (!v) return bad(v.error().message);
-    values_[t.name()] = Value{std::nullopt, *v, (*v)->type()};
+    values_[t.name()] = Value{std::nullopt, shared_weight(*v), (*v)->type()};
   }
   if (model_.graph().sparse_initializer_size() > 0) return Error::unsupported(label_ + ": sparse initializers are not supported");
   return {};

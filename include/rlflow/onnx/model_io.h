@@ -25,6 +25,10 @@ struct ImportOptions {
   // kDefaultDynamicSize (a sequence length). The graph is specialised to these sizes; the symbolic
   // dims are kept in its meta for export, and nothing that depends on them is folded.
   std::map<std::string, int64_t> dim_values;
+  // Weights equal (type and bytes) to a weight of this graph are shared with it rather than held
+  // twice: re-importing a written model to verify it then costs one weight at a time, not a second
+  // copy of every weight.
+  const ir::Graph* share_weights_with = nullptr;
 };
 
 inline constexpr int64_t kDefaultDynamicSize = 128;
