@@ -20,6 +20,7 @@
 #include "rlflow/cost/recorded.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/composites.h"
+#include "rlflow/ir/summary.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/rules/library_io.h"
 #include "rlflow/rl/agent.h"
@@ -203,6 +204,21 @@ std::string dims_str(const std::map<std::string, int64_t>& dims) {
   return s;
 }
 
+// The runtime that measures candidates (onnxruntime in a helper process) holds each model it has
+// loaded, the input and every candidate tried, at about twice its weights (its own copy and the
+// prepacked one). Where that would not fit beside rlflow's own run in the memory limit, nothing is
+// measured and the speedup is reported as predicted, with this reason.
+std::string measurement_memory(const ir::Graph& g, size_t candidates, int64_t limit_mb) {
+  const auto m = ir::estimate_run_memory(g);
+  const double mib = 1024.0 * 1024.0;
+  const double need = m.peak_bytes + 2.0 * m.weight_bytes * static_cast<double>(1 + candidates);
+  const double limit = static_cast<double>(limit_mb > 0 ? limit_mb : default_memory_limit_mb()) * mib;
+  if (need <= limit) return {};
+  return fmt::format("measuring would hold the input and {} candidate(s) in onnxruntime beside this run, about {:.0f} MiB, over the "
+                     "memory limit of {:.0f} MiB (--memory-limit)",
+                     candidates, need / mib, limit / mib);
+}
+
 constexpr const char* kSlowerMarker = "candidate measured slower than the input";
 // A rewritten graph the reference executor cannot run (opaque ops) and that is not structurally the
 // input cannot be verified: it is never written, and the next candidate (finally the input) is tried.
@@ -331,6 +347,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   if (!rewritten) not_measured = no_predicted_gain.empty() ? "no rewrite was applied" : "no rewritten graph is predicted faster than the input";
   else if (!want_measure) not_measured = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
   else if (!target->measurable) not_measured = target->why_not;
+  else if (const auto why = measurement_memory(*original, cands.size(), o.memory_mb); !why.empty()) not_measured = why;
   else {
     bench::RunnerOptions ro;
     ro.target = target->bench_target;
