@@ -57,7 +57,7 @@ std::string default_cache_path() {
 }
 
 CachedCostModel::CachedCostModel(std::unique_ptr<CostModel> inner, std::string path)
-    : inner_(std::move(inner)), path_(std::move(path)), fingerprint_(inner_->device_fingerprint()),
+    : ForwardingCostModel(*inner), owned_(std::move(inner)), path_(std::move(path)), fingerprint_(inner_->device_fingerprint()),
       last_save_(std::chrono::steady_clock::now()) {
   auto j = read_cache(path_);
   if (!j) {

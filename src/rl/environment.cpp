@@ -11,18 +11,15 @@ namespace rlflow::rl {
 
 namespace {
 
-class LockedCostModel : public cost::CostModel {
+class LockedCostModel : public cost::ForwardingCostModel {
  public:
-  explicit LockedCostModel(cost::CostModel& inner) : inner_(inner) {}
+  using ForwardingCostModel::ForwardingCostModel;
   Expected<double> op_cost(const cost::OpSignature& sig) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return inner_.op_cost(sig);
+    return inner().op_cost(sig);
   }
-  std::string device_fingerprint() const override { return inner_.device_fingerprint(); }
-  std::string name() const override { return inner_.name(); }
 
  private:
-  cost::CostModel& inner_;
   std::mutex mu_;
 };
 

@@ -25,7 +25,7 @@ struct CacheStats {
   std::string warning;    // why the file was ignored at start (unreadable, corrupt), if it was
 };
 
-class CachedCostModel : public CostModel {
+class CachedCostModel : public ForwardingCostModel {
  public:
   // Reads `path` now. A missing file is an empty cache; an unreadable, corrupt or foreign file is
   // ignored with a warning (logged, and kept in stats().warning) and replaced by the next save.
@@ -35,16 +35,11 @@ class CachedCostModel : public CostModel {
 
   Expected<double> op_cost(const OpSignature& sig) override;
   std::string device_fingerprint() const override { return fingerprint_; }
-  std::string name() const override { return inner_->name(); }
 
   CacheStats stats() const;
   // Merges with what is on disk now (another process may have added entries, for this device or
   // others), then writes atomically.
   Status save();
-  CostModel& inner() { return *inner_; }
-  std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
-    return inner_->runtime_fused(g, constant);
-  }
 
  private:
   struct Entry {
@@ -54,7 +49,7 @@ class CachedCostModel : public CostModel {
   };
   Status save_locked();
 
-  std::unique_ptr<CostModel> inner_;
+  std::unique_ptr<CostModel> owned_;  // the wrapped model (ForwardingCostModel::inner())
   std::string path_, fingerprint_, warning_;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> entries_;

@@ -43,6 +43,25 @@ class CostModel {
   virtual std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const { return {}; }
 };
 
+// The base of every cost model that wraps another (a cache, a lock): each virtual forwards to the
+// wrapped model unless the wrapper overrides it, so a wrapper cannot drop one. (A lock that did not
+// forward runtime_fused once made RL training price onnxruntime's fused nodes at full cost while
+// `optimise --search rl` priced them at zero.) A new virtual on CostModel gets its forward here.
+class ForwardingCostModel : public CostModel {
+ public:
+  explicit ForwardingCostModel(CostModel& inner) : inner_(&inner) {}
+  Expected<double> op_cost(const OpSignature& sig) override { return inner_->op_cost(sig); }
+  std::string device_fingerprint() const override { return inner_->device_fingerprint(); }
+  std::string name() const override { return inner_->name(); }
+  std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
+    return inner_->runtime_fused(g, constant);
+  }
+  CostModel& inner() const { return *inner_; }
+
+ protected:
+  CostModel* inner_;
+};
+
 struct NodeCost {
   ir::NodeId node;
   double ms = 0;
