@@ -97,6 +97,11 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
                   "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
+  c_opt->add_option("--opset", opt.opset,
+                    "Write the output at this default-domain opset (>= the input's): GELU and LayerNorm chains are then fused and "
+                    "written as Gelu (20) and LayerNormalization (17); onnxruntime >= 1.17 runs opset 20. Refused when an op "
+                    "rlflow keeps verbatim changes between the two opsets")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
       ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
   c_opt->add_option("--cost-model", opt.cost_model,

@@ -252,6 +252,11 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   const double t_import = seconds_since(t0);
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
                stats.folded_nodes, t_import);
+  // --opset: the output is written at a newer opset, where the fused ops exist (LayerNormalization
+  // 17, Gelu 20): composites are then fused and written as one op, and priced as what is written.
+  const int64_t input_opset = original->meta().opset("");
+  if (o.opset > 0)
+    if (auto st = onnxio::set_output_opset(&*original, o.opset); !st.ok()) return report_error(g, st.error());
 
   // The search starts from the graph with composite chains fused; verification and the "kept the
   // input" fallback use the graph as imported, so a wrong fusion cannot pass unnoticed.
@@ -596,6 +601,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
            {"time_s", {{"import", t_import}, {"search", t_search}, {"export", t_export}, {"verify", t_verify},
                        {"measure", t_measure}, {"total", total}}}};
     if (!stats.dynamic_dims.empty()) j["dynamic_dims"] = stats.dynamic_dims;
+    j["opset"] = {{"input", input_opset}, {"output", written.meta().opset("")}};
     if (!measured.is_null()) j["measured"] = measured;
     else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost_json["model"]}, {"known_error", cost_json["known_error"]}};
     if (!kept_reason.empty()) j["kept_input"] = kept_reason;

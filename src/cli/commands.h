@@ -47,6 +47,7 @@ struct OptimiseOptions {
   std::string rules_file;   // empty: the shipped library's default set
   bool all_rules = false;   // every shipped rule, not just the default set
   bool composites = true;   // fuse decomposed GELU / LayerNorm chains before searching
+  int64_t opset = 0;        // default-domain opset of the output (0: the input's)
   // cost and target
   std::string target = "ort";       // where the model will run: ort (onnxruntime CPU), h100, gpu
   std::string cost_model = "auto";  // auto: the target's (ort -> ort, h100 -> recorded, gpu -> cudnn)

@@ -727,4 +727,36 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
   return st;
 }
 
+Status set_output_opset(ir::Graph* g, int64_t to) {
+  const int64_t from = g->meta().opset("");
+  if (to == from) return {};
+  if (to < from)
+    return Error{ErrorCode::kUsage, "--opset " + std::to_string(to) + " is below the model's opset " + std::to_string(from) +
+                                        " (rlflow writes a model at its own opset or a newer one)"};
+  if (to > max_known_opset())
+    return Error{ErrorCode::kUsage, "--opset " + std::to_string(to) + " is newer than the linked onnx library knows (" +
+                                        std::to_string(max_known_opset()) + ")"};
+  for (size_t i = 0; i < g->size(); ++i) {
+    const auto& n = g->node(static_cast<ir::NodeId>(i));
+    if (n.kind != ir::OpKind::kOpaque) continue;
+    const auto& p = std::get<ir::OpaqueParams>(n.params);
+    if (!(p.domain.empty() || p.domain == "ai.onnx")) continue;  // other domains keep their own opset
+    const auto* a = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(from), "");
+    const auto* b = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(to), "");
+    if (!a || !b || a->SinceVersion() != b->SinceVersion())
+      return Error::unsupported("--opset " + std::to_string(to) + ": " + p.op_type + " (" + ir::node_label(*g, static_cast<ir::NodeId>(i)) +
+                                ") changes between opset " + std::to_string(from) + " and " + std::to_string(to) +
+                                ", and rlflow keeps it verbatim (it does not convert ops it does not model)");
+  }
+  // The IR version each opset needs (onnx's version table).
+  static const std::pair<int64_t, int64_t> kIr[] = {{15, 8}, {19, 9}, {21, 10}, {23, 11}, {25, 12}};
+  int64_t ir = g->meta().ir_version;
+  for (const auto& [opset, version] : kIr)
+    if (to >= opset) ir = std::max(ir, version);
+  g->meta().ir_version = ir;
+  for (auto& [domain, version] : g->meta().opsets)
+    if (domain.empty() || domain == "ai.onnx") version = to;
+  return {};
+}
+
 }  // namespace rlflow::onnxio

@@ -2,6 +2,8 @@
 // leaves behind.
 #include "cli/common.h"
 
+#include <tuple>
+
 using namespace rlflow_cli_test;
 
 // ---- usage ----
@@ -231,6 +233,63 @@ TEST(Cli, CompositesAreFusedOnlyWhereTheOutputsOpsetWritesThemAsOneOp) {
                    "--deterministic", "--no-composites", "--json"});
   ASSERT_EQ(n.code, 0) << n.err;
   EXPECT_EQ(parse_json(n.out)["composites"].value("layer_norm", -1), 0);
+}
+
+// --opset writes the output at a newer opset: there the chains are fused and written as Gelu and
+// LayerNormalization, the result still verifies against the input, and the claim is that file's cost.
+TEST(Cli, OpsetWritesTheFusedOpsTheNewerOpsetHas) {
+  TempDir dir;
+  const auto out = (dir / "o.onnx").string();
+  auto r = rlflow({"optimise", (kData / "tiny_attention.onnx").string(), "-o", out, "--opset", "20", "--target", "h100",
+                   "--search", "greedy", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["opset"].value("input", 0), 13);
+  EXPECT_EQ(j["opset"].value("output", 0), 20);
+  EXPECT_EQ(j["composites"].value("gelu", 0), 1) << j.dump();
+  EXPECT_EQ(j["composites"].value("layer_norm", 0), 1) << j.dump();
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  auto info = rlflow({"info", out, "--json"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  auto ji = parse_json(info.out);
+  EXPECT_EQ(ji["opsets"].value("ai.onnx", 0), 20);
+  EXPECT_EQ(ji["op_counts"].value("Gelu", 0), 1) << ji.dump();
+  EXPECT_EQ(ji["op_counts"].value("LayerNormalization", 0), 1) << ji.dump();
+  auto c = rlflow({"cost", out, "--cost-model", "recorded", "--json"});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NEAR(j["cost"].value("after_ms", 0.0), parse_json(c.out).value("total_ms", -1.0), 1e-9);
+
+  // An op rlflow keeps verbatim whose schema changes between the opsets (ReduceMax: axes became an
+  // input at 18) cannot be carried over: exit 3 naming it, nothing written.
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  auto* gp = m.mutable_graph();
+  gp->set_name("g");
+  for (auto [vi, name, dims] : {std::tuple{gp->add_input(), "x", std::vector<int64_t>{2, 3}},
+                                std::tuple{gp->add_output(), "y", std::vector<int64_t>{2, 1}}}) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto* n = gp->add_node();
+  n->set_op_type("ReduceMax");
+  n->set_name("rmax");
+  n->add_input("x");
+  n->add_output("y");
+  auto* axes = n->add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(1);
+  std::ofstream(dir / "rmax.onnx", std::ios::binary) << m.SerializeAsString();
+  auto bad = rlflow({"optimise", (dir / "rmax.onnx").string(), "-o", (dir / "r.onnx").string(), "--opset", "20"});
+  EXPECT_EQ(bad.code, 3) << bad.err;
+  expect_one_error_line(bad, "ReduceMax");
+  EXPECT_FALSE(fs::exists(dir / "r.onnx"));
+  EXPECT_EQ(rlflow({"optimise", (dir / "rmax.onnx").string(), "-o", (dir / "r.onnx").string(), "--opset", "12"}).code, 2);
 }
 
 // A prediction describes the file written: `optimise`'s after_ms is what `rlflow cost` gives for the

@@ -73,6 +73,12 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
 // all of them before any work. A file that cannot be parsed yields just `path`.
 std::vector<std::string> model_files(const std::string& path);
 
+// Makes `g` write itself at default-domain opset `to` (at least its own, at most what the linked
+// onnx knows). Ops rlflow models are written in `to`'s form by the exporter; an op kept verbatim
+// (opaque) must have the same schema version at both opsets, or an unsupported error names it. The
+// IR version rises to what `to` needs.
+Status set_output_opset(ir::Graph* g, int64_t to);
+
 // A serialized TensorProto file (the ONNX backend test data format).
 Expected<ir::TensorPtr> read_tensor_file(const std::string& path);
 
