@@ -152,7 +152,7 @@ def main() -> int:
     ap.add_argument("--max-mf-episodes", type=int, default=512, help="last model-free stage at most (default 512)")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --rollouts for both agents (default 8)")
     ap.add_argument("--time-limit", type=float, default=120, help="optimise --time-limit (default 120)")
-    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
+    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the numbers in docs/rl.md were measured with; '' for none)")
     ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
                     help="analytic (default), or recorded: the recorded H100 timings, with --device-profile h100; both deterministic")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per rlflow run (default: none)")

@@ -394,7 +394,7 @@ def main() -> int:
     ap.add_argument("--imitation-epochs", type=int, default=0,
                     help="train-agent --imitation-epochs: behaviour cloning of greedy before PPO (default 0: none)")
     ap.add_argument("--dagger-rounds", type=int, default=0, help="train-agent --dagger-rounds (default 0)")
-    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
+    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the numbers in docs/rl.md were measured with; '' for none)")
     ap.add_argument("--deterministic", action=argparse.BooleanOptionalAction, default=None,
                     help="pass --deterministic (default: when the cost model is analytic)")
     ap.add_argument("--time-limit", type=float, default=120, help="optimise --time-limit for greedy/taso/rl (default 120)")

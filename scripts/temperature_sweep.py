@@ -355,7 +355,7 @@ def main() -> int:
                     help="train-agent --uncertainty-penalty values, each with every temperature (default 0; > 0 needs --ensemble >= 2)")
     ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
                     help="analytic (with --deterministic) or recorded (the recorded H100 timings; use --device-profile h100)")
-    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the README numbers were measured with; '' for none)")
+    ap.add_argument("--device-profile", default="h100-datasheet", help="analytic device profile (default h100-datasheet, the profile the numbers in docs/rl.md were measured with; '' for none)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="kill any one rlflow run after this many seconds and record it as an error (default: no limit)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "results" / "temperature_sweep",

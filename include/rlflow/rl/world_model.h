@@ -85,7 +85,7 @@ struct DreamTrainOptions {
   int64_t episodes = 2000;         // dream episodes
   double temperature = 1.0;
   // Dream episodes stepped together by one world-model forward pass; they are also one PPO
-  // update's episodes. Bigger batches make a dream step cheaper (see README).
+  // update's episodes. Bigger batches make a dream step cheaper (see docs/rl.md).
   int batch = 64;
   uint64_t seed = 0;
   std::string out, log_path;
