@@ -108,7 +108,9 @@ int run(int argc, char** argv) {
                     "auto (the target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded or ort")
       ->check(CLI::IsMember(cost::cost_model_kinds()))
       ->capture_default_str();
-  c_opt->add_flag("--deterministic", opt.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_opt->add_flag("--deterministic", opt.deterministic,
+                  "Exactly reproducible: a measured cost model (cpu, cudnn) gives way to the analytic one (recorded and ort are "
+                  "deterministic already), no time limit, no measuring");
   c_opt->add_option("--device-profile", opt.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_opt->add_option("--cost-table", opt.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
   c_opt->add_option("--measure", opt.measure,
@@ -126,7 +128,9 @@ int run(int argc, char** argv) {
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->check(kNonNegative)->capture_default_str();
   c_opt->add_option("--atol", opt.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();
   c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->check(kTolerance)->capture_default_str();
-  c_opt->add_option("--agent", opt.agent, "rl: the agent checkpoint (rlflow train-agent --out)");
+  c_opt->add_option("--agent", opt.agent,
+                    "rl: the agent checkpoint (rlflow train-agent --out; default: the shipped configs/agents/zoo-h100.pt, "
+                    "trained on three zoo CNNs under the recorded H100 cost)");
   c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->check(kNonNegative)->capture_default_str();
   c_opt->add_option("--beam", opt.beam, "rl: then a policy-guided beam search of this width (0: none)")->check(kNonNegative)->capture_default_str();
   c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->check(kAtLeastOne)->capture_default_str();
@@ -159,7 +163,9 @@ int run(int argc, char** argv) {
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
   c_train->add_option("--cost-model", train.cost_model, kCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_train->add_flag("--deterministic", train.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_train->add_flag("--deterministic", train.deterministic,
+                    "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
+                    "are deterministic already)");
   c_train->add_option("--device-profile", train.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
@@ -192,7 +198,9 @@ int run(int argc, char** argv) {
   c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
   c_wm->add_option("--cost-model", wmo.cost_model, kCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_wm->add_flag("--deterministic", wmo.deterministic, "Force the analytic cost model (exactly reproducible)");
+  c_wm->add_flag("--deterministic", wmo.deterministic,
+                    "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
+                    "are deterministic already)");
   c_wm->add_option("--device-profile", wmo.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
   c_wm->add_option("--input-shape", wmo.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_wm->add_flag("--json", g.json, "Print one JSON document");
@@ -265,7 +273,9 @@ int run(int argc, char** argv) {
   c_cost->add_option("model", cost.model, "ONNX model");
   c_cost->add_option("--cost-model", cost.cost_model, kCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_cost->add_flag("--deterministic", cost.deterministic, "Use the analytic model (exactly reproducible)");
+  c_cost->add_flag("--deterministic", cost.deterministic,
+                   "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
+                   "are deterministic already)");
   c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
   c_cost->add_option("--cost-table", cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
   c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph and compare with the sum of op costs");

@@ -68,7 +68,9 @@ struct SearchOutcome {
 
 cost::CostOptions cost_options(const OptimiseOptions& o, const Target& t) {
   cost::CostOptions co;
-  co.kind = o.cost_model == "auto" ? (o.deterministic ? "analytic" : t.cost_model) : o.cost_model;
+  // --deterministic has one meaning (cost::resolve_kind): a measuring backend gives way to the analytic
+  // model; the target's recorded (h100) and ort costs are deterministic already and stay.
+  co.kind = o.cost_model == "auto" ? t.cost_model : o.cost_model;
   co.deterministic = o.deterministic;
   co.device_profile = o.device_profile;
   co.cost_table = o.cost_table;
@@ -96,11 +98,13 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const Target& targe
   out.num_rules = rules.size();
   if (o.search == "rl") {
     // The agent brings its own xfers (rules named in its checkpoint).
-    auto info = rl::read_agent_info(o.agent);
-    if (!info) return o.agent.empty() ? Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"} : info.error();
+    // Without --agent, the shipped one (trained on zoo CNNs under the recorded H100 cost).
+    const std::string agent = o.agent.empty() ? rl::default_agent_path() : o.agent;
+    auto info = rl::read_agent_info(agent);
+    if (!info) return info.error();
     out.num_rules = info->rules.size();
     rl::RlSearchOptions ro;
-    ro.agent_path = o.agent;
+    ro.agent_path = agent;
     ro.rollouts = o.rollouts;
     ro.beam = o.beam;
     ro.beam_branch = o.beam_branch;
@@ -237,7 +241,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   // model over protobuf's limit) must not be the model, its external weights or the rule file.
   auto inputs = onnxio::model_files(o.model);
   if (!o.rules_file.empty()) inputs.push_back(o.rules_file);
-  if (!o.agent.empty()) inputs.push_back(o.agent);
+  if (o.search == "rl") inputs.push_back(o.agent.empty() ? rl::default_agent_path() : o.agent);
   for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
     if (auto st = check_output_path(path, inputs, role); !st.ok())
       return report_error(g, st.error());

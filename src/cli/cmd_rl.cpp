@@ -102,7 +102,9 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
   l.rules = select_rules(l.lib, o.all_rules);
   if (l.rules.empty()) return Error::bad_input(rules_path + ": no verified rules to train with");
   cost::CostOptions co;
-  co.kind = o.deterministic ? "analytic" : o.cost_model;
+  // One meaning of --deterministic everywhere (cost::resolve_kind): a measuring backend is replaced by
+  // the analytic model; recorded and ort are deterministic already and stay.
+  co.kind = o.cost_model;
   co.deterministic = o.deterministic;
   co.device_profile = o.device_profile;
   auto model = cost::make_cost_model(co);

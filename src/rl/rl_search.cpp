@@ -10,6 +10,7 @@
 #include "ppo.h"
 #include "rollout_optimizer.h"
 #include "rlflow/rl/agent.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::rl {
 
@@ -252,9 +253,12 @@ Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary&
   return out;
 }
 
-Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+std::string default_agent_path() { return find_shipped("configs/agents/zoo-h100.pt", "RLFLOW_AGENT"); }
+
+Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& given, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model) {
-  if (o.agent_path.empty()) return Error{ErrorCode::kUsage, "--search rl needs --agent AGENT.pt"};
+  RlSearchOptions o = given;
+  if (o.agent_path.empty()) o.agent_path = default_agent_path();
   if (o.rollouts < 0) return Error{ErrorCode::kUsage, "--rollouts must be >= 0"};
   if (o.beam < 0 || o.beam_branch < 1 || o.beam_patience < 1)
     return Error{ErrorCode::kUsage, "--beam must be >= 0 and --beam-branch >= 1"};

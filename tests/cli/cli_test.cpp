@@ -143,14 +143,14 @@ TEST(Cli, OptimiseWithSearchReportsCostsStepsAndVerifies) {
   // convolutions, their condition), so the default set folds it; --all-rules, which adds the
   // numerically verified rules, must fold it too, and folding and fusing must pay off.
   const auto model = (kData / "tiny_cnn.onnx").string();
-  auto d = rlflow({"optimise", model, "-o", (dir / "d.onnx").string(), "--search", "greedy", "--deterministic", "--json"});
+  auto d = rlflow({"optimise", model, "-o", (dir / "d.onnx").string(), "--search", "greedy", "--deterministic", "--cost-model", "analytic", "--json"});
   ASSERT_EQ(d.code, 0) << d.err;
   auto jd = parse_json(d.out);
   EXPECT_TRUE(jd["rules_applied"].contains("conv_batchnorm_fold") || jd["rules_applied"].contains("conv_bias_batchnorm_fold")) << jd.dump();
   EXPECT_EQ(jd["after"]["op_counts"].value("BatchNormalization", 0), 0);
   EXPECT_EQ(jd["verification"].value("ok", false), true);
 
-  auto r = rlflow({"optimise", model, "-o", out.string(), "--search", "greedy", "--deterministic", "--all-rules", "--json"});
+  auto r = rlflow({"optimise", model, "-o", out.string(), "--search", "greedy", "--deterministic", "--cost-model", "analytic", "--all-rules", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = parse_json(r.out);
   EXPECT_EQ(j["verification"].value("ok", false), true);
@@ -163,7 +163,7 @@ TEST(Cli, OptimiseWithSearchReportsCostsStepsAndVerifies) {
   EXPECT_EQ(j["before"]["op_counts"].value("BatchNormalization", 0), 1);
   EXPECT_EQ(j["after"]["op_counts"].value("BatchNormalization", 0), 0);
   // Deterministic: the same run gives the same steps.
-  auto again = rlflow({"optimise", model, "-o", (dir / "p.onnx").string(), "--search", "greedy", "--deterministic", "--all-rules", "--json"});
+  auto again = rlflow({"optimise", model, "-o", (dir / "p.onnx").string(), "--search", "greedy", "--deterministic", "--cost-model", "analytic", "--all-rules", "--json"});
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(parse_json(again.out)["steps"], j["steps"]);
 }
@@ -175,7 +175,7 @@ TEST(Cli, OptimiseHalfPrecisionModelsKeepsTheirDtypeAndVerifiesAtTheirPrecision)
   for (const char* name : {"tiny_cnn_fp16", "tiny_attention_fp16"}) {
     const auto out = dir / (std::string(name) + ".opt.onnx");
     auto r = rlflow({"optimise", (kData / (std::string(name) + ".onnx")).string(), "-o", out.string(), "--search", "greedy",
-                     "--deterministic", "--all-rules", "--json"});
+                     "--deterministic", "--cost-model", "analytic", "--all-rules", "--json"});
     ASSERT_EQ(r.code, 0) << name << ": " << r.err;
     auto j = parse_json(r.out);
     EXPECT_FALSE(j["rules_applied"].empty()) << j.dump();
@@ -188,7 +188,7 @@ TEST(Cli, OptimiseHalfPrecisionModelsKeepsTheirDtypeAndVerifiesAtTheirPrecision)
     EXPECT_EQ(parse_json(info.out)["inputs"][0].value("dtype", std::string()), "float16");
   }
   auto r = rlflow({"optimise", (kData / "tiny_cnn_fp16.onnx").string(), "-o", (dir / "c.onnx").string(), "--search", "greedy",
-                   "--deterministic", "--all-rules", "--json"});
+                   "--deterministic", "--cost-model", "analytic", "--all-rules", "--json"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(parse_json(r.out)["rules_applied"].contains("conv_bias_batchnorm_fold") ||
               parse_json(r.out)["rules_applied"].contains("conv_batchnorm_fold")) << r.out;
@@ -199,7 +199,7 @@ TEST(Cli, OptimiseHalfPrecisionModelsKeepsTheirDtypeAndVerifiesAtTheirPrecision)
 TEST(Cli, OptimiseWritesNothingWhenEveryRewriteFailsVerification) {
   TempDir dir;
   const auto out = dir / "o.onnx";
-  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "greedy", "--deterministic",
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", out.string(), "--search", "greedy", "--deterministic", "--cost-model", "analytic",
                    "--all-rules", "--atol", "0", "--rtol", "0"});
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_NE(r.err.find("verification failed"), std::string::npos) << r.err;

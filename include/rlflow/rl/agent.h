@@ -75,10 +75,15 @@ struct AgentInfo {
 };
 Expected<AgentInfo> read_agent_info(const std::string& path);
 
+// The agent `optimise --search rl` uses when none is named: $RLFLOW_AGENT, else the shipped
+// configs/agents/zoo-h100.pt (next to the binary, then in the source tree it was built from),
+// trained by scripts/train_shipped_agent.
+std::string default_agent_path();
+
 // `rlflow optimise --search rl`: a greedy rollout and `rollouts` sampled ones of the trained
 // policy, then the optional policy-guided beam search; the best graph met on any of them wins. Rules are looked up by name in `lib`.
 struct RlSearchOptions {
-  std::string agent_path;
+  std::string agent_path;  // empty: default_agent_path()
   int rollouts = 4;
   uint64_t seed = 0;
   // Policy-guided beam search after the rollouts (model-free agents): each depth expands the
