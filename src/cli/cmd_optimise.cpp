@@ -188,20 +188,6 @@ Expected<std::vector<Candidate>> candidates(const ir::Graph& original, const Sea
   return out;
 }
 
-// What is known about how far a cost model's predictions are from measured time.
-std::string known_error(cost::CostModel& m) {
-  if (auto* rec = cost::as_recorded(m)) {
-    const auto s = rec->stats();
-    return "recorded per-op timings from " + s.device + " (" + std::to_string(s.hits) + " lookups hit the table, " +
-           std::to_string(s.misses) + " were priced by profile '" + s.fallback + "'; " + rec->fallback().calibration +
-           "); per-op sums measured 1.2-2.8x a whole-graph run on an H100";
-  }
-  if (auto* an = dynamic_cast<cost::AnalyticCostModel*>(&m))
-    return an->profile().calibration.empty() ? "profile '" + an->profile().name + "' is not calibrated: " + an->profile().source
-                                             : an->profile().calibration;
-  return "measured per-op timings (" + m.device_fingerprint() + "); their sum is not a whole-graph measurement";
-}
-
 std::string dims_str(const std::map<std::string, int64_t>& dims) {
   std::string s;
   for (const auto& [name, size] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(size);
@@ -319,7 +305,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
                           std::to_string(r.best_cost) + " ms at best, " + std::to_string(before_ms) + " ms for the input)";
     cost_json = {{"model", outcome.kind}, {"before_ms", before_ms}, {"after_ms", r.best_cost},
                  {"speedup", r.best_cost > 0 ? before_ms / r.best_cost : 1.0}, {"predicted", true},
-                 {"known_error", known_error(*outcome.model)}};
+                 {"known_error", outcome.model->known_error()}};
     if (auto* an = dynamic_cast<cost::AnalyticCostModel*>(outcome.model.get())) cost_json["profile"] = an->profile().name;
     if (auto* rec = cost::as_recorded(*outcome.model)) {
       const auto s = rec->stats();

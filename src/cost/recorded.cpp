@@ -39,6 +39,7 @@ Expected<CostTable> read_cost_table(const std::string& path, const std::string& 
   CostTable t;
   t.device = chosen;
   t.entries = parse_table_entries(devices[chosen]);
+  if (j.contains("known_error") && j["known_error"].is_string()) t.known_error = j["known_error"].get<std::string>();
   return t;
 }
 
@@ -84,6 +85,16 @@ std::string RecordedCostModel::device_fingerprint() const {
 
 RecordedStats RecordedCostModel::stats() const {
   return {hits_.load(), misses_.load(), table_.entries.size(), path_, table_.device, fallback_.profile().name};
+}
+
+std::string RecordedCostModel::known_error() const {
+  const auto s = stats();
+  std::string e = "recorded per-op timings from " + s.device + " (" + std::to_string(s.hits) + " lookups hit the table, " +
+                  std::to_string(s.misses) + " were priced by profile '" + s.fallback + "'";
+  if (!fallback().calibration.empty()) e += "; " + fallback().calibration;
+  e += ")";
+  if (!table_.known_error.empty()) e += "; " + table_.known_error;
+  return e;
 }
 
 RecordedCostModel* as_recorded(CostModel& model) { return dynamic_cast<RecordedCostModel*>(&model); }

@@ -91,6 +91,9 @@ class AnalyticCostModel : public CostModel {
   std::string name() const override { return "analytic"; }
 
   std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override;
+  std::string known_error() const override {
+    return profile_.calibration.empty() ? "profile '" + profile_.name + "' is not calibrated: " + profile_.source : profile_.calibration;
+  }
 
   double cost_ms(const OpWork& w) const;
   const DeviceProfile& profile() const { return profile_; }

@@ -41,6 +41,11 @@ class CostModel {
   // model, so a rewrite that only does what the runtime does anyway is worth nothing. Indexed by
   // node id; empty (the default) when the runtime runs every node as its own kernel.
   virtual std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const { return {}; }
+  // What is known about how far this model's predictions are from measured whole-graph time, in
+  // words, for reports (each backend describes itself; the default fits a measuring backend).
+  virtual std::string known_error() const {
+    return "measured per-op timings (" + device_fingerprint() + "); their sum is not a whole-graph measurement";
+  }
 };
 
 // The base of every cost model that wraps another (a cache, a lock): each virtual forwards to the
@@ -56,6 +61,7 @@ class ForwardingCostModel : public CostModel {
   std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
     return inner_->runtime_fused(g, constant);
   }
+  std::string known_error() const override { return inner_->known_error(); }
   CostModel& inner() const { return *inner_; }
 
  protected:

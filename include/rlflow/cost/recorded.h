@@ -21,6 +21,7 @@ std::string default_cost_table();
 // One device's entries of a cost table file: signature hash -> (ms, signature text).
 struct CostTable {
   std::string device;  // the fingerprint the timings were recorded under
+  std::string known_error;  // the file's own "known_error" note: how its sums compared with whole-graph runs
   struct Entry {
     double ms;
     std::string sig;
@@ -44,6 +45,7 @@ class RecordedCostModel : public CostModel {
   Expected<double> op_cost(const OpSignature& sig) override;
   std::string device_fingerprint() const override;
   std::string name() const override { return "recorded"; }
+  std::string known_error() const override;
   RecordedStats stats() const;
   const DeviceProfile& fallback() const { return fallback_.profile(); }
 
