@@ -48,6 +48,10 @@ const CLI::Validator kTolerance(
     },
     "TOLERANCE >= 0");
 
+constexpr const char* kTrainCostModelHelp =
+    "auto (the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded (replayed H100 timings) or "
+    "ort (analytic onnxruntime CPU profile)";
+
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("rlflow");
   logger->set_pattern("%^[%l]%$ %v");
@@ -142,7 +146,9 @@ int run(int argc, char** argv) {
   TrainAgentOptions train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
   c_train->add_option("--model", train.models, "ONNX model to train on (repeatable)")->required();
-  c_train->add_option("--config", train.config, "Agent hyperparameters (YAML; default: the values in configs/agent/ppo.yaml)");
+  c_train->add_option("--config", train.config,
+                      "Agent hyperparameters (YAML; default: configs/agent/ppo-imitation.yaml, behaviour cloning on greedy's "
+                      "trajectories and one DAgger round before PPO; with --world-model, the values in configs/agent/ppo.yaml)");
   c_train->add_option("--out", train.out, "Agent checkpoint to write (and to --resume from)")->required();
   c_train->add_option("--log", train.log, "JSONL training log, one line per update (default: OUT.jsonl)");
   c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->check(kAtLeastOne)->capture_default_str();
@@ -161,7 +167,9 @@ int run(int argc, char** argv) {
   c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
   c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-  c_train->add_option("--cost-model", train.cost_model, kCostModelHelp)
+  c_train->add_option("--target", train.target, "Where the optimised models will run; the agent trains on the cost optimise --target uses: ort, h100 or gpu")
+      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+  c_train->add_option("--cost-model", train.cost_model, kTrainCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_train->add_flag("--deterministic", train.deterministic,
                     "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
@@ -196,7 +204,9 @@ int run(int argc, char** argv) {
   c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
   c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-  c_wm->add_option("--cost-model", wmo.cost_model, kCostModelHelp)
+  c_wm->add_option("--target", wmo.target, "Where the optimised models will run; the rollouts use the cost optimise --target uses: ort, h100 or gpu")
+      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+  c_wm->add_option("--cost-model", wmo.cost_model, kTrainCostModelHelp)
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_wm->add_flag("--deterministic", wmo.deterministic,
                     "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "

@@ -45,14 +45,14 @@ struct Target {
 
 Expected<Target> resolve_target(const std::string& name) {
   const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
-  if (name == "ort") return Target{name, "ort", "ort", true, ""};
+  if (name == "ort") return Target{name, target_cost_model(name), "ort", true, ""};
   if (name == "gpu")
-    return Target{name, "cudnn", "cudnn", gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
+    return Target{name, target_cost_model(name), "cudnn", gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
   if (name == "h100") {
     bool h100 = false;
     if (gpu)
       for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
-    return Target{name, "recorded", "cudnn", h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
+    return Target{name, target_cost_model(name), "cudnn", h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
   }
   return Error{ErrorCode::kUsage, "unknown target '" + name + "' (expected ort, h100 or gpu)"};
 }

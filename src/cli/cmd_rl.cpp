@@ -104,7 +104,7 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
   cost::CostOptions co;
   // One meaning of --deterministic everywhere (cost::resolve_kind): a measuring backend is replaced by
   // the analytic model; recorded and ort are deterministic already and stay.
-  co.kind = o.cost_model;
+  co.kind = o.cost_model == "auto" ? target_cost_model(o.target) : o.cost_model;  // the cost optimise --target uses
   co.deterministic = o.deterministic;
   co.device_profile = o.device_profile;
   auto model = cost::make_cost_model(co);
@@ -113,10 +113,13 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
   return l;
 }
 
-// --config for the agent commands: the PPO settings, or the built-in defaults.
-Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o) {
-  if (o.config.empty()) return rl::PpoConfig{};
-  return rl::load_ppo_config(o.config);
+// --config for the agent commands. Without it, a model-free agent trains with the configuration that
+// measures best (configs/agent/ppo-imitation.yaml: PPO alone learns to stop, see docs/rl.md); a dream
+// controller with the built-in defaults (configs/agent/ppo.yaml), as the model-based studies did.
+Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o, bool model_free) {
+  if (!o.config.empty()) return rl::load_ppo_config(o.config);
+  if (model_free) return rl::load_ppo_config(find_shipped("configs/agent/ppo-imitation.yaml", "RLFLOW_AGENT_CONFIG"));
+  return rl::PpoConfig{};
 }
 
 bool progress_wanted(const GlobalOptions& g) {
@@ -136,7 +139,7 @@ json traces(const std::map<std::string, std::vector<rl::TraceStep>>& t) {
 
 int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& in) {
   rl::DreamTrainOptions d;
-  auto cfg = ppo_config(o);
+  auto cfg = ppo_config(o, /*model_free=*/false);
   if (!cfg) return report_error(g, cfg.error());
   d.config = *cfg;
   d.world_model = o.world_model;
@@ -266,7 +269,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!in) return report_error(g, in.error());
   if (!o.world_model.empty()) return train_in_dream(g, o, *in);
   rl::TrainOptions t;
-  auto cfg = ppo_config(o);
+  auto cfg = ppo_config(o, /*model_free=*/true);
   if (!cfg) return report_error(g, cfg.error());
   t.config = *cfg;
   if (o.imitation_epochs >= 0) t.config.imitation_epochs = o.imitation_epochs;

@@ -56,6 +56,12 @@ std::string human(double v) {
 
 }  // namespace
 
+std::string target_cost_model(const std::string& target) {
+  if (target == "h100") return "recorded";
+  if (target == "gpu") return "cudnn";
+  return "ort";
+}
+
 int64_t default_memory_limit_mb() {
   double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   for (const char* cg : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {

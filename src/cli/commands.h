@@ -81,7 +81,8 @@ struct TrainAgentOptions {
   bool resume = false;
   std::string rules_file;
   bool all_rules = false;
-  std::string cost_model = "auto";
+  std::string target = "ort";       // where the agent's graphs will run: the cost it trains on (as optimise --target)
+  std::string cost_model = "auto";  // auto: the target's
   bool deterministic = false;
   std::string device_profile;
   int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
@@ -180,6 +181,11 @@ Expected<std::vector<int>> parse_thread_list(const std::string& text);
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
 int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o);
 std::string version_string();
+
+// The cost model a deployment target is judged by: ort -> ort (the analytic onnxruntime CPU profile),
+// h100 -> recorded (replayed H100 timings), gpu -> cudnn (this machine's GPU). One mapping for
+// optimise and the trainers, so an agent trains on the cost it is judged on.
+std::string target_cost_model(const std::string& target);
 
 // The memory a command may plan to use when --memory-limit is not given, MiB: 3/4 of what this
 // process can have (physical RAM, or its cgroup's limit when that is lower).

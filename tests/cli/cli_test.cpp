@@ -292,6 +292,27 @@ TEST(Cli, OpsetWritesTheFusedOpsTheNewerOpsetHas) {
   EXPECT_EQ(rlflow({"optimise", (dir / "rmax.onnx").string(), "-o", (dir / "r.onnx").string(), "--opset", "12"}).code, 2);
 }
 
+// The shipped agent (configs/agents/zoo-h100.pt, scripts/train_shipped_agent) loads and drives
+// `--search rl` when no --agent is given; a damaged or missing agent named by $RLFLOW_AGENT is one
+// clean error.
+TEST(Cli, SearchRlWithoutAnAgentUsesTheShippedOne) {
+  TempDir dir;
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "rl", "--target", "h100",
+                   "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["search_report"].value("strategy", std::string()), "rl");
+  EXPECT_GT(j["search_report"].value("rules", 0), 0);
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  const std::string cmd = "RLFLOW_AGENT=" + quote((dir / "missing.pt").string()) + " " + quote(RLFLOW_BINARY) + " optimise " +
+                          quote((kData / "tiny_cnn.onnx").string()) + " -o " + quote((dir / "m.onnx").string()) +
+                          " --search rl >/dev/null 2>" + quote((dir / "err").string());
+  const int st = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 3);
+  EXPECT_NE(slurp(dir / "err").find("missing.pt"), std::string::npos) << slurp(dir / "err");
+  EXPECT_FALSE(fs::exists(dir / "m.onnx"));
+}
+
 // A prediction describes the file written: `optimise`'s after_ms is what `rlflow cost` gives for the
 // output under the same cost model, for every small model and both targets that predict here.
 TEST(Cli, ThePredictedCostIsTheCostOfTheFileWritten) {
