@@ -226,8 +226,11 @@ int run(int argc, char** argv) {
   BenchCmdOptions bench;
   auto* c_bench = app.add_subcommand("bench", "Measure ONNX files end to end on a target: median latency and speedup over the first file, with confidence intervals");
   c_bench->add_option("files", bench.files, "ONNX models; the first is the baseline")->required();
-  c_bench->add_option("--target", bench.target, "ort (onnxruntime CPU), cpu (rlflow's reference executor) or cudnn (rlflow's GPU runner: each file prepared once, buffers and algorithms settled, then replayed as one captured CUDA graph)")
-      ->check(CLI::IsMember({"ort", "cpu", "cudnn"}))->capture_default_str();
+  c_bench->add_option("--target", bench.target,
+                      "The words optimise --target uses: ort (onnxruntime CPU), gpu or h100 (rlflow's GPU runner: each file prepared "
+                      "once, buffers and algorithms settled, then replayed as one captured CUDA graph; cudnn is the same); and cpu "
+                      "(rlflow's reference executor)")
+      ->check(CLI::IsMember({"ort", "gpu", "h100", "cudnn", "cpu"}))->capture_default_str();
   c_bench->add_option("--threads", bench.threads, "Comma-separated thread counts, 'all' = every core (default: ort 1,all; cpu 1)");
   c_bench->add_option("--rounds", bench.rounds, "Timed runs of each file, one per round, in a new random order each round")->check(kAtLeastOne)->capture_default_str();
   c_bench->add_option("--warmup", bench.warmup, "Untimed runs of each file first")->check(kNonNegative)->capture_default_str();

@@ -106,7 +106,7 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
   const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
   for (int t : *threads) {
     bench::RunnerOptions ro;
-    ro.target = o.target;
+    ro.target = o.target == "gpu" || o.target == "h100" ? "cudnn" : o.target;  // one vocabulary with optimise --target
     ro.threads = t;
     ro.seed = o.seed;
     auto runner = bench::make_runner(ro);
