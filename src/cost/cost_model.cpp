@@ -4,6 +4,14 @@
 
 namespace rlflow::cost {
 
+bool opaque_is_view(const ir::Node& n) {
+  if (n.kind != ir::OpKind::kOpaque) return false;
+  const auto& p = std::get<ir::OpaqueParams>(n.params);
+  if (!(p.domain.empty() || p.domain == "ai.onnx")) return false;
+  return p.op_type == "Reshape" || p.op_type == "Flatten" || p.op_type == "Squeeze" || p.op_type == "Unsqueeze" ||
+         p.op_type == "Identity";
+}
+
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price, const CostProgress& progress) {
   const auto constant = constant_nodes(g);
   const auto fused = model.runtime_fused(g, constant);
@@ -18,7 +26,7 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     NodeCost c{id};
     if (cls == ir::CostClass::kOpaque) {
       c.opaque = true;
-      c.ms = kOpaqueCostMs;
+      c.ms = opaque_is_view(n) ? 0.0 : kOpaqueCostMs;
     } else if (constant[i]) {
       c.folded = true;
     } else if (!fused.empty() && fused[i]) {

@@ -271,6 +271,13 @@ TEST(NodeCosts, FoldedOpaqueAndSkipped) {
   }
   EXPECT_EQ(folded, 1);
   EXPECT_EQ(opaque, 2);
+  // A Reshape kept opaque (its shape follows a dynamic axis) is a view: it costs nothing.
+  ir::Node reshape;
+  reshape.kind = OpKind::kOpaque;
+  reshape.params = ir::OpaqueParams{"", "Reshape", "", 14, {0, 1}, {0}};
+  EXPECT_TRUE(opaque_is_view(reshape));
+  reshape.params = ir::OpaqueParams{"com.example", "Reshape", "", 1, {0}, {0}};
+  EXPECT_FALSE(opaque_is_view(reshape));
   auto total = graph_cost(g, m);
   ASSERT_TRUE(total.ok());
   EXPECT_DOUBLE_EQ(*total, sum);

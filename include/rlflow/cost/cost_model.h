@@ -103,7 +103,13 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
 // The sum of node costs, in milliseconds.
 Expected<double> graph_cost(const ir::Graph& g, CostModel& model);
 
-// Fixed cost given to opaque nodes.
+// Fixed cost given to opaque nodes, except those that only re-describe their input (see
+// opaque_is_view), which cost nothing, as their modelled forms do.
 inline constexpr double kOpaqueCostMs = 0.01;
+// An opaque node that is a view in every runtime: Reshape, Flatten, Squeeze, Unsqueeze or Identity of
+// the default domain (kept opaque when its shape depends on a dynamic axis). A rewrite of a dynamic
+// model writes its new Reshapes relative to their input, and they stay opaque when re-imported: at
+// the fixed cost they made every such rewrite look slower once written.
+bool opaque_is_view(const ir::Node& n);
 
 }  // namespace rlflow::cost
