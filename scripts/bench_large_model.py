@@ -185,14 +185,14 @@ def generate(model_path: Path, layers: int, width: int, mlp_hidden: int, seq: in
 # ---------------------------------------------------------------------------------------------
 
 def _descendants(pid: int) -> List[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [pid]
+    while pending:
+        p = pending.pop()
         out.append(p)
         try:
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
+                    pending.extend(int(c) for c in f.read().split())
         except OSError:
             pass
     return out
