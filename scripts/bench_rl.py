@@ -86,7 +86,7 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
            "search_s": ((doc.get("search_report") or {}).get("seconds") or {}).get("total"),
            "stop": (doc.get("search_report") or {}).get("stop_reason"), "steps": len(doc.get("steps") or []),
            "rules_applied": doc.get("rules_applied"),
-           "fallback": (doc.get("search_report") or {}).get("fallback")}
+           "phases": (doc.get("search_report") or {}).get("phases") or []}
     if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
         res["improvement"] = (before - after) / before
     else:
@@ -381,7 +381,7 @@ def main() -> int:
                     help="also run optimise --search rl --polish (greedy descent from the agent's best graph) per agent")
     ap.add_argument("--never-below-greedy", action="store_true",
                     help="with --polish: optimise --never-below-greedy too (greedy from the input as a fallback; "
-                         "the JSON records when greedy's graph was returned)")
+                         "search_report.phases records which graph was returned)")
     ap.add_argument("--rollouts", type=int, default=8, help="optimise --search rl --rollouts (default 8)")
     ap.add_argument("--beam", type=int, default=0,
                     help="optimise --search rl --beam W: policy-guided beam search after the rollouts (default 0: none)")

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -483,7 +484,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
 }
 
 // Used by rl_search for "dream-controller" agents.
-Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+Expected<std::unique_ptr<RolloutOptimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                   cost::CostModel& model);
 
 namespace {
@@ -497,8 +498,11 @@ class DreamControllerOptimizer : public RolloutOptimizer {
   Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) override {
     auto ro = wm::real_rollout(actor_, env, greedy, rng);
     if (!ro) return ro.error();
-    report.expanded += ro->steps;
-    report.generated += ro->steps;
+    report.agent_actions += ro->steps;
+    // NO-OP and refused steps leave the rule empty; every applied one is observed, as the reset was.
+    const auto applied = std::count_if(ro->trace.begin(), ro->trace.end(), [](const auto& t) { return !t.rule.empty(); });
+    report.generated += applied;
+    report.expanded += 1 + applied;
     return {};
   }
 
@@ -508,13 +512,13 @@ class DreamControllerOptimizer : public RolloutOptimizer {
 
 }  // namespace
 
-Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
-                                                                  cost::CostModel& model) {
+Expected<std::unique_ptr<RolloutOptimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                                 cost::CostModel& model) {
   auto w = load_world_model(o.agent_path, from_library(lib, o.agent_path));
   if (!w) return w.error();
   auto c = load_controller(o.agent_path, *w);
   if (!c) return c.error();
-  return std::unique_ptr<search::Optimizer>(std::make_unique<DreamControllerOptimizer>(*w, c->first, c->second, model, o));
+  return std::unique_ptr<RolloutOptimizer>(std::make_unique<DreamControllerOptimizer>(*w, c->first, c->second, model, o));
 }
 
 namespace wm {

@@ -10,6 +10,7 @@
 #include "ppo.h"
 #include "rollout_optimizer.h"
 #include "rlflow/rl/agent.h"
+#include "rlflow/search/combinators.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::rl {
@@ -27,14 +28,15 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
   r.best = g;
   r.stop = search::StopReason::kRolloutsDone;
   // Limits are checked before each rollout; one that has started runs to its end (at most
-  // EnvConfig::max_steps steps). The environment holds two graphs (current and best), so the
-  // memory limit, which bounds stored search states, has nothing to bound here.
+  // EnvConfig::max_steps steps). The budget counts the agent's actions. The environment holds two
+  // graphs (current and best), so the memory limit, which bounds stored search states, has
+  // nothing to bound here.
   for (int k = 0; k <= o_.rollouts; ++k) {
     if (k > 0 && limits.time_limit_s > 0 && elapsed() > limits.time_limit_s) {
       r.stop = search::StopReason::kTimeLimit;
       break;
     }
-    if (k > 0 && r.report.expanded >= limits.budget) {
+    if (k > 0 && r.report.agent_actions >= limits.budget) {
       r.stop = search::StopReason::kBudget;
       break;
     }
@@ -45,76 +47,16 @@ Expected<search::Result> RolloutOptimizer::run(const ir::Graph& g, const search:
       r.best = env.best_graph();
       r.steps = env.best_steps();
     }
+    r.report.budget_used = r.report.agent_actions;
     r.report.seconds_total = elapsed();
     if (progress_) progress_(r.report, r.best_cost);
   }
   if (r.stop == search::StopReason::kRolloutsDone)
     if (auto st = refine(env, g, limits, elapsed(), r); !st.ok()) return st.error();
-  if (o_.polish && r.stop == search::StopReason::kRolloutsDone)
-    if (auto st = polish(limits, elapsed(), r); !st.ok()) return st.error();
-  if (o_.never_below_greedy && r.stop == search::StopReason::kRolloutsDone)
-    if (auto st = fallback(g, limits, elapsed(), r); !st.ok()) return st.error();
   r.report.unique_graphs = env.distinct_graphs();
+  r.report.budget_used = r.report.agent_actions;
   r.report.seconds_total = elapsed();
   return r;
-}
-
-Expected<std::optional<search::Result>> RolloutOptimizer::descend(const ir::Graph& start, const search::Limits& limits,
-                                                                   double elapsed_s, search::Result& r) {
-  search::Limits left = limits;
-  left.budget = limits.budget - r.report.expanded;
-  if (limits.time_limit_s > 0) left.time_limit_s = limits.time_limit_s - elapsed_s;
-  if (left.budget <= 0 || (limits.time_limit_s > 0 && left.time_limit_s <= 0)) {
-    r.stop = left.budget <= 0 ? search::StopReason::kBudget : search::StopReason::kTimeLimit;
-    return std::optional<search::Result>{};
-  }
-  auto greedy = search::make_optimizer("greedy", rules_, model_);
-  if (!greedy) return greedy.error();
-  auto p = (*greedy)->run(start, left);
-  if (!p) return p.error();
-  r.report.expanded += p->report.expanded;
-  r.report.generated += p->report.generated;
-  r.report.rejected += p->report.rejected;
-  for (size_t i = 0; i < r.report.rejections.size(); ++i) r.report.rejections[i] += p->report.rejections[i];
-  if (p->stop == search::StopReason::kTimeLimit || p->stop == search::StopReason::kBudget) r.stop = p->stop;
-  return std::optional<search::Result>(std::move(*p));
-}
-
-// Local-optimum polish: greedy descent (every rule, every match, the cheapest child while it is
-// cheaper) from the best graph the agent found, so that the result is a local optimum under single
-// rewrites, as greedy's own is. What the polish adds is reported (Report::polish_steps, polish_gain).
-// (Polishing the 4 or 8 cheapest distinct graphs met instead of the best one was tried and gave the
-// same results on inception_v3, in more time.)
-Status RolloutOptimizer::polish(const search::Limits& limits, double elapsed_s, search::Result& r) {
-  auto p = descend(r.best, limits, elapsed_s, r);
-  if (!p) return p.error();
-  if (*p && (*p)->best_cost < r.best_cost - 1e-12) {
-    r.report.polish_gain = r.best_cost - (*p)->best_cost;
-    r.report.polish_steps = static_cast<int64_t>((*p)->steps.size());
-    r.best_cost = (*p)->best_cost;
-    r.best = std::move((*p)->best);
-    r.steps.insert(r.steps.end(), (*p)->steps.begin(), (*p)->steps.end());
-  }
-  return {};
-}
-
-// The greedy fallback: a portfolio of the agent and greedy search, so that `--search rl` never
-// returns a graph that greedy search beats. It is not the agent's result, and the report says which
-// one was returned.
-Status RolloutOptimizer::fallback(const ir::Graph& g, const search::Limits& limits, double elapsed_s, search::Result& r) {
-  r.report.agent_cost = r.best_cost;
-  auto p = descend(g, limits, elapsed_s, r);
-  if (!p) return p.error();
-  if (!*p) return {};
-  r.report.fallback_ran = true;
-  r.report.fallback_cost = (*p)->best_cost;
-  if ((*p)->best_cost < r.best_cost - 1e-12) {
-    r.report.fallback_won = true;
-    r.best_cost = (*p)->best_cost;
-    r.best = std::move((*p)->best);
-    r.steps = std::move((*p)->steps);
-  }
-  return {};
 }
 
 namespace {
@@ -150,6 +92,7 @@ class RlOptimizer : public RolloutOptimizer {
       for (const auto& s : beam) {
         auto ob = env.reset_to(s.graph, cost0, s.steps);
         if (!ob) return ob.error();
+        ++r.report.expanded;  // reset_to enumerated its rewrites
         obs.push_back(std::move(*ob));
       }
       std::vector<const Observation*> ptrs;
@@ -166,14 +109,14 @@ class RlOptimizer : public RolloutOptimizer {
             r.stop = search::StopReason::kTimeLimit;
             return {};
           }
-          if (r.report.expanded >= limits.budget) {
+          if (r.report.agent_actions >= limits.budget) {
             r.stop = search::StopReason::kBudget;
             return {};
           }
           const auto& m = obs[b].locations[static_cast<size_t>(c.action.xfer)][static_cast<size_t>(c.action.location)];
           rules::Rejection why = rules::Rejection::kNone;
           auto child = rules::apply(index, *rules()[static_cast<size_t>(c.action.xfer)], m, &why);
-          ++r.report.expanded;
+          ++r.report.agent_actions;
           if (!child) {
             ++r.report.rejected;
             ++r.report.rejections[static_cast<size_t>(why)];
@@ -215,17 +158,20 @@ class RlOptimizer : public RolloutOptimizer {
   Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) override {
     auto obs = env.reset();
     if (!obs) return obs.error();
+    ++report.expanded;
     Observation cur = std::move(*obs);
     for (;;) {
       auto choice = ppo::act(net_, {&cur}, env.max_locations(), greedy, rng);
       auto st = env.step(choice[0].action);
       if (!st) return st.error();
-      ++report.expanded;
+      ++report.agent_actions;
       if (st->info.rejected) {
         ++report.rejected;
         ++report.rejections[static_cast<size_t>(st->info.rejection)];
+      } else if (!st->info.rule.empty()) {
+        ++report.generated;
+        ++report.expanded;  // the environment enumerated the new graph's rewrites for its masks
       }
-      else if (!st->info.rule.empty()) ++report.generated;
       if (st->done) return {};
       cur = std::move(st->observation);
     }
@@ -238,8 +184,8 @@ class RlOptimizer : public RolloutOptimizer {
 }  // namespace
 
 // src/rl/dream.cpp: agents trained in the world model's dream.
-Expected<std::unique_ptr<search::Optimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
-                                                                  cost::CostModel& model);
+Expected<std::unique_ptr<RolloutOptimizer>> make_dream_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
+                                                                 cost::CostModel& model);
 
 Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary& lib, const std::vector<std::string>& names,
                                                        const std::string& origin) {
@@ -255,6 +201,39 @@ Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary&
 
 std::string default_agent_path() { return find_shipped("configs/agents/zoo-h100.pt", "RLFLOW_AGENT"); }
 
+namespace {
+
+// --polish and --never-below-greedy as search combinators around the agent. The greedy searches
+// read the agent's rules, which the agent owns; the combination owns the agent, so they live as
+// long as the searches that read them.
+Expected<std::unique_ptr<search::Optimizer>> combine(std::unique_ptr<RolloutOptimizer> agent, const RlSearchOptions& o,
+                                                     cost::CostModel& model) {
+  const auto& rules = agent->rules();
+  std::unique_ptr<search::Optimizer> out = std::move(agent);
+  // Local-optimum polish: greedy descent from the agent's best graph, so that the result is a
+  // local optimum under single rewrites, as greedy's own is. (Polishing the 4 or 8 cheapest
+  // distinct graphs met instead of the best one was tried and gave the same results on
+  // inception_v3, in more time.)
+  if (o.polish) {
+    auto greedy = search::make_optimizer("greedy", rules, model);
+    if (!greedy) return greedy.error();
+    out = std::make_unique<search::Then>(std::move(out), std::move(*greedy));
+  }
+  // The greedy fallback: `--search rl` never returns a graph that greedy search from the input
+  // beats. Its graph is then not the agent's, and the phases say which one was returned.
+  if (o.never_below_greedy) {
+    auto greedy = search::make_optimizer("greedy", rules, model);
+    if (!greedy) return greedy.error();
+    std::vector<std::unique_ptr<search::Optimizer>> members;
+    members.push_back(std::move(out));
+    members.push_back(std::move(*greedy));
+    out = std::make_unique<search::Portfolio>(std::move(members));
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& given, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model) {
   RlSearchOptions o = given;
@@ -264,13 +243,17 @@ Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOpt
     return Error{ErrorCode::kUsage, "--beam must be >= 0 and --beam-branch >= 1"};
   auto info = read_agent_info(o.agent_path);
   if (!info) return info.error();
-  if (info->kind == "dream-controller") return make_dream_optimizer(o, lib, model);
+  if (info->kind == "dream-controller") {
+    auto agent = make_dream_optimizer(o, lib, model);
+    if (!agent) return agent.error();
+    return combine(std::move(*agent), o, model);
+  }
   if (info->kind != "policy") return Error::bad_input(o.agent_path + ": not an agent (a " + info->kind + "); train one with train-agent");
   auto rules = lookup_rules(lib, info->rules, o.agent_path);
   if (!rules) return rules.error();
   nets::PolicyNet net(static_cast<int>(rules->size()), info->config.hidden, info->config.gnn_rounds);
   if (auto st = checkpoint::load(o.agent_path, net, nullptr); !st.ok()) return st.error();
-  return std::unique_ptr<search::Optimizer>(std::make_unique<RlOptimizer>(info->config, std::move(*rules), model, std::move(net), o));
+  return combine(std::make_unique<RlOptimizer>(info->config, std::move(*rules), model, std::move(net), o), o, model);
 }
 
 }  // namespace rlflow::rl

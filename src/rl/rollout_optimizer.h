@@ -1,8 +1,9 @@
 #pragma once
 // Internal to rl: a trained agent as a search strategy. The greedy rollout, then `rollouts`
 // sampled ones in the real environment; the best graph met anywhere on them wins (an episode may
-// pass through its best state and go on). Subclasses supply one rollout.
-#include <optional>
+// pass through its best state and go on). Subclasses supply one rollout, and may search on after
+// the rollouts (the beam). What runs after the agent (--polish, --never-below-greedy) is composed
+// around it from search's combinators by make_rl_optimizer.
 #include <random>
 
 #include "rlflow/rl/agent.h"
@@ -15,24 +16,17 @@ class RolloutOptimizer : public search::Optimizer {
       : rules_(std::move(rules)), model_(model), env_(std::move(env)), o_(std::move(o)), torch_threads_(torch_threads) {}
   std::string name() const override { return "rl"; }
   Expected<search::Result> run(const ir::Graph& g, const search::Limits& limits) override;
+  // The rules the agent chooses among, in its action order.
+  const std::vector<const rules::Rule*>& rules() const { return rules_; }
 
  protected:
-  // One episode in `env` from reset to done; counts its steps into `report` (expanded, generated,
-  // rejected).
+  // One episode in `env` from reset to done; counts into `report` its actions (agent_actions), the
+  // graphs it observed (expanded), and its applied and refused rewrites (generated, rejected).
   virtual Status rollout(GraphEnv& env, bool greedy, std::mt19937_64& rng, search::Report& report) = 0;
   // After the rollouts, a subclass may search on from the input `g` (improving `r` in place).
   virtual Status refine(GraphEnv&, const ir::Graph&, const search::Limits&, double /*elapsed_s*/, search::Result&) { return {}; }
-  // Greedy descent from r.best (RlSearchOptions::polish); its result replaces r.best if cheaper.
-  Status polish(const search::Limits& limits, double elapsed_s, search::Result& r);
-  // Greedy search from the input `g` (RlSearchOptions::never_below_greedy); its result replaces
-  // r.best unless r.best is cheaper.
-  Status fallback(const ir::Graph& g, const search::Limits& limits, double elapsed_s, search::Result& r);
-  // Greedy from `start` within what is left of `limits`; nullopt when nothing is left (r.stop set).
-  Expected<std::optional<search::Result>> descend(const ir::Graph& start, const search::Limits& limits, double elapsed_s,
-                                                  search::Result& r);
   const RlSearchOptions& options() const { return o_; }
   const EnvConfig& env_config() const { return env_; }
-  const std::vector<const rules::Rule*>& rules() const { return rules_; }
   cost::CostModel& cost_model() const { return model_; }
 
  private:

@@ -319,8 +319,13 @@ TEST(RlAgent, LearnsAnOptimumThatNeedsACostIncreasingStepFirst) {
   EXPECT_NEAR(*cost::graph_cost(*replayed, *m), optimum, 1e-9);
   EXPECT_EQ(r->stop, search::StopReason::kRolloutsDone);
   EXPECT_GE(r->report.unique_graphs, 2);  // counted graphs, not steps + 1
-  EXPECT_LE(r->report.unique_graphs, r->report.expanded + 1);
-  // The budget (environment steps) is checked between rollouts: the greedy rollout runs, then it stops.
+  // Every graph visited was observed (its rewrites enumerated for the masks): the reset's and each
+  // applied step's.
+  EXPECT_LE(r->report.unique_graphs, r->report.expanded);
+  EXPECT_GT(r->report.agent_actions, 0);
+  EXPECT_EQ(r->report.budget_used, r->report.agent_actions);
+  EXPECT_TRUE(r->report.phases.empty());  // the agent alone is not a combined search
+  // The budget (the agent's actions) is checked between rollouts: the greedy rollout runs, then it stops.
   ro.rollouts = 5;
   auto limited = rl::make_rl_optimizer(ro, library(), *m);
   ASSERT_TRUE(limited) << limited.error().message;
@@ -329,7 +334,7 @@ TEST(RlAgent, LearnsAnOptimumThatNeedsACostIncreasingStepFirst) {
   auto rb = (*limited)->run(g, lim);
   ASSERT_TRUE(rb) << rb.error().message;
   EXPECT_EQ(rb->stop, search::StopReason::kBudget);
-  EXPECT_EQ(rb->report.expanded, r->report.expanded);  // just the greedy rollout
+  EXPECT_EQ(rb->report.agent_actions, r->report.agent_actions);  // just the greedy rollout
   // The log has one line per update.
   std::ifstream log(o.log_path);
   int lines = 0;
@@ -537,7 +542,8 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   auto rb = (*beam)->run(g, {});
   ASSERT_TRUE(rb) << rb.error().message;
   EXPECT_LE(rb->best_cost, r->best_cost + 1e-12);
-  EXPECT_GT(rb->report.expanded, r->report.expanded);
+  EXPECT_GT(rb->report.agent_actions, r->report.agent_actions);
+  EXPECT_GT(rb->report.expanded, r->report.expanded);  // the beam's states were observed too
   auto replayed = search::replay(g, rules, rb->steps);
   ASSERT_TRUE(replayed) << replayed.error().message;
   EXPECT_NEAR(*cost::graph_cost(*replayed, *m), rb->best_cost, 1e-9);
@@ -558,7 +564,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   ASSERT_TRUE(plain) << plain.error().message;
   auto rp = (*plain)->run(g, {});
   ASSERT_TRUE(rp) << rp.error().message;
-  EXPECT_EQ(rp->report.polish_steps, 0);
+  EXPECT_TRUE(rp->report.phases.empty());
   ASSERT_GT(rp->best_cost, greedy + 1e-12);  // (seeded: this agent stops after two of the four fusions)
   weak.polish = true;
   auto polished = rl::make_rl_optimizer(weak, library(), *m);
@@ -566,8 +572,20 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   auto rq = (*polished)->run(g, {});
   ASSERT_TRUE(rq) << rq.error().message;
   EXPECT_NEAR(rq->best_cost, greedy, 1e-9);
-  EXPECT_NEAR(rq->report.polish_gain, rp->best_cost - rq->best_cost, 1e-9);
-  EXPECT_GT(rq->report.polish_steps, 0);
+  // Two phases: the agent, then greedy from the agent's best graph, whose graph is returned.
+  ASSERT_EQ(rq->report.phases.size(), 2u);
+  const auto& agent_phase = rq->report.phases[0];
+  const auto& polish_phase = rq->report.phases[1];
+  EXPECT_EQ(agent_phase.name, "rl");
+  EXPECT_NEAR(agent_phase.best_cost, rp->best_cost, 1e-9);
+  EXPECT_FALSE(agent_phase.returned);
+  EXPECT_EQ(polish_phase.name, "greedy");
+  EXPECT_EQ(polish_phase.from, 0);
+  EXPECT_TRUE(polish_phase.ran);
+  EXPECT_TRUE(polish_phase.returned);
+  EXPECT_NEAR(polish_phase.initial_cost - polish_phase.best_cost, rp->best_cost - rq->best_cost, 1e-9);
+  EXPECT_GT(polish_phase.steps, 0);
+  EXPECT_EQ(rq->steps.size(), static_cast<size_t>(agent_phase.steps + polish_phase.steps));
   auto replayed_polish = search::replay(g, rules, rq->steps);
   ASSERT_TRUE(replayed_polish) << replayed_polish.error().message;
   EXPECT_NEAR(*cost::graph_cost(*replayed_polish, *m), rq->best_cost, 1e-9);
@@ -581,10 +599,14 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   ASSERT_TRUE(guarded) << guarded.error().message;
   auto rg = (*guarded)->run(g, {});
   ASSERT_TRUE(rg) << rg.error().message;
-  EXPECT_TRUE(rg->report.fallback_ran);
-  EXPECT_TRUE(rg->report.fallback_won);
-  EXPECT_NEAR(rg->report.agent_cost, rp->best_cost, 1e-9);
-  EXPECT_NEAR(rg->report.fallback_cost, greedy, 1e-9);
+  ASSERT_EQ(rg->report.phases.size(), 2u);
+  EXPECT_FALSE(rg->report.phases[0].returned);
+  EXPECT_NEAR(rg->report.phases[0].best_cost, rp->best_cost, 1e-9);
+  EXPECT_EQ(rg->report.phases[1].name, "greedy");
+  EXPECT_EQ(rg->report.phases[1].from, -1);  // from the input
+  EXPECT_TRUE(rg->report.phases[1].ran);
+  EXPECT_TRUE(rg->report.phases[1].returned);
+  EXPECT_NEAR(rg->report.phases[1].best_cost, greedy, 1e-9);
   EXPECT_NEAR(rg->best_cost, greedy, 1e-9);
   auto replayed_fallback = search::replay(g, rules, rg->steps);
   ASSERT_TRUE(replayed_fallback) << replayed_fallback.error().message;
@@ -594,7 +616,12 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   ASSERT_TRUE(both) << both.error().message;
   auto rpg = (*both)->run(g, {});
   ASSERT_TRUE(rpg) << rpg.error().message;
-  EXPECT_FALSE(rpg->report.fallback_won);
+  // rl, its polish, the fallback; the polished agent's graph ties greedy's and is kept.
+  ASSERT_EQ(rpg->report.phases.size(), 3u);
+  EXPECT_TRUE(rpg->report.phases[1].returned);
+  EXPECT_TRUE(rpg->report.phases[2].ran);
+  EXPECT_FALSE(rpg->report.phases[2].returned);
+  EXPECT_EQ(rpg->report.phases[2].from, -1);
   EXPECT_NEAR(rpg->best_cost, greedy, 1e-9);
   fs::remove_all(dir);
 }
