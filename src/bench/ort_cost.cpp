@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "rlflow/bench/stats.h"
+#include "rlflow/cost/factory.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/onnx/model_io.h"
 
@@ -67,7 +68,7 @@ class OrtCostModel : public cost::CostModel {
     return std::max(0.0, *ms - call_overhead_ms_);
   }
   std::string device_fingerprint() const override { return "ort/" + runner_->description(); }
-  std::string name() const override { return "ort"; }
+  std::string name() const override { return kOrtMeasuredKind; }
 
  private:
   Expected<double> time_op(const cost::OpSignature& sig) {
@@ -108,6 +109,23 @@ Expected<std::unique_ptr<cost::CostModel>> make_ort_cost_model(const OrtCostOpti
   fs::create_directories(dir, ec);
   if (ec) return Error::internal("cannot create " + dir.string() + ": " + ec.message());
   return std::unique_ptr<cost::CostModel>(std::make_unique<OrtCostModel>(o, std::move(*r), dir.string()));
+}
+
+void register_cost_backends() {
+  cost::Backend b;
+  b.name = kOrtMeasuredKind;
+  b.description = "each op timed as a one-node model in onnxruntime on this CPU";
+  b.measures = true;
+  // Not behind the persistent cache: the fingerprint names onnxruntime, not the CPU under it, so a
+  // cache shared between machines would replay another CPU's timings.
+  b.make = [](const cost::CostOptions& c) {
+    OrtCostOptions o;
+    if (c.warmup >= 0) o.warmup = c.warmup;
+    if (c.repeats > 0) o.repeats = c.repeats;
+    return make_ort_cost_model(o);
+  };
+  // Only a built-in name or an empty maker is refused, and this is neither.
+  (void)cost::register_backend(std::move(b));
 }
 
 }  // namespace rlflow::bench

@@ -29,7 +29,9 @@ std::string python_interpreter() {
   return "python3";
 }
 
-std::string ort_helper_script() { return find_shipped("scripts/ort_runner.py", "RLFLOW_ORT_RUNNER"); }
+// A shipped runtime helper, found like the rules and the agent (next to the binary, then the source
+// tree), so a run from any working directory finds the same file.
+std::string ort_helper_script() { return find_shipped("configs/runtime/ort_runner.py", "RLFLOW_ORT_RUNNER"); }
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "rlflow/bench/ort_cost.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/util/file_io.h"
@@ -16,10 +17,6 @@
 namespace rlflow::cli {
 
 namespace {
-
-constexpr const char* kCostModelHelp =
-    "auto (cudnn with a GPU, else cpu), cudnn, cpu, analytic, recorded (replayed H100 timings, --cost-table) or ort "
-    "(analytic onnxruntime CPU profile)";
 
 // Every number a flag takes is checked as the flags are parsed, before any work: it must be finite
 // (a NaN passes no comparison, so it would switch a check or a limit off) and in the flag's range.
@@ -48,10 +45,6 @@ const CLI::Validator kTolerance(
     },
     "TOLERANCE >= 0");
 
-constexpr const char* kTrainCostModelHelp =
-    "auto (the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded (replayed H100 timings) or "
-    "ort (analytic onnxruntime CPU profile)";
-
 void setup_logging(int verbosity, bool quiet) {
   auto logger = spdlog::stderr_color_mt("rlflow");
   logger->set_pattern("%^[%l]%$ %v");
@@ -65,6 +58,8 @@ void setup_logging(int verbosity, bool quiet) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  // Before any flag is declared: --cost-model's checks and help list the registered backends.
+  bench::register_cost_backends();
   CLI::App app{"rlflow: a graph-level optimiser for ONNX models"};
   app.require_subcommand(0, 1);
   GlobalOptions g;
@@ -143,16 +138,30 @@ int run(int argc, char** argv) {
                   "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
   c_opt->add_flag("--json", g.json, "Print one JSON document");
 
+  // The flags both trainers share, with one meaning: the rules and the cost the agent is judged by.
+  auto add_train_common_flags = [](CLI::App* c, TrainCommonOptions& t, const std::string& uses) {
+    c->add_option("--rules", t.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+    c->add_flag("--all-rules", t.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
+    c->add_option("--target", t.target, "Where the optimised models will run; " + uses + " the cost optimise --target uses: ort, h100 or gpu")
+        ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+    c->add_option("--cost-model", t.cost_model, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
+        ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
+    c->add_flag("--deterministic", t.deterministic,
+                "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded "
+                "and ort are deterministic already)");
+    c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+    c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  };
   TrainAgentOptions train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
-  c_train->add_option("--model", train.models, "ONNX model to train on (repeatable)")->required();
-  c_train->add_option("--config", train.config,
+  c_train->add_option("--model", train.common.models, "ONNX model to train on (repeatable)")->required();
+  c_train->add_option("--config", train.common.config,
                       "Agent hyperparameters (YAML; default: configs/agent/ppo-imitation.yaml, behaviour cloning on greedy's "
                       "trajectories and one DAgger round before PPO; with --world-model, the values in configs/agent/ppo.yaml)");
-  c_train->add_option("--out", train.out, "Agent checkpoint to write (and to --resume from)")->required();
-  c_train->add_option("--log", train.log, "JSONL training log, one line per update (default: OUT.jsonl)");
-  c_train->add_option("--episodes", train.episodes, "Episodes in all, counting those before a --resume")->check(kAtLeastOne)->capture_default_str();
-  c_train->add_option("--seed", train.seed, "Seed of the network, sampling and minibatches")->check(kNonNegative)->capture_default_str();
+  c_train->add_option("--out", train.common.out, "Agent checkpoint to write (and to --resume from)")->required();
+  c_train->add_option("--log", train.common.log, "JSONL training log, one line per update (default: OUT.jsonl)");
+  c_train->add_option("--episodes", train.common.episodes, "Episodes in all, counting those before a --resume")->check(kAtLeastOne)->capture_default_str();
+  c_train->add_option("--seed", train.common.seed, "Seed of the network, sampling and minibatches")->check(kNonNegative)->capture_default_str();
   c_train->add_option("--imitation-epochs", train.imitation_epochs,
                       "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
   c_train->add_option("--dagger-rounds", train.dagger_rounds,
@@ -164,18 +173,8 @@ int run(int argc, char** argv) {
   c_train->add_option("--rank", train.rank, "This process's rank, 0..world-size-1; rank 0 writes --out and --log")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   c_train->add_option("--master", train.master, "ADDR:PORT where rank 0 serves the rendezvous store")->capture_default_str();
-  c_train->add_flag("--resume", train.resume, "Continue from the checkpoint at --out");
-  c_train->add_option("--rules", train.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_train->add_flag("--all-rules", train.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-  c_train->add_option("--target", train.target, "Where the optimised models will run; the agent trains on the cost optimise --target uses: ort, h100 or gpu")
-      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
-  c_train->add_option("--cost-model", train.cost_model, kTrainCostModelHelp)
-      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_train->add_flag("--deterministic", train.deterministic,
-                    "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
-                    "are deterministic already)");
-  c_train->add_option("--device-profile", train.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
-  c_train->add_option("--input-shape", train.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_train->add_flag("--resume", train.common.resume, "Continue from the checkpoint at --out");
+  add_train_common_flags(c_train, train.common, "the agent trains on");
   c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
   c_train->add_option("--temperature", train.temperature, "Dream temperature: mixture logits / T, Gaussian noise x sqrt(T)")->capture_default_str();
   c_train->add_option("--uncertainty-penalty", train.uncertainty_penalty,
@@ -188,31 +187,20 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   c_train->add_flag("--json", g.json, "Print one JSON document");
 
-  TrainAgentOptions wmo;
-  wmo.episodes = 200;
+  TrainWorldModelOptions wmo;
   auto* c_wm = app.add_subcommand("train-world-model", "Collect real rollouts and fit the MDN-RNN world model");
-  c_wm->add_option("--model", wmo.models, "ONNX model to collect rollouts on (repeatable)")->required();
-  c_wm->add_option("--out", wmo.out, "World model checkpoint to write (and to --resume from)")->required();
-  c_wm->add_option("--episodes", wmo.episodes, "Real episodes in the data set (reused from --data, topped up)")->check(kAtLeastOne)->capture_default_str();
-  c_wm->add_option("--config", wmo.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
+  c_wm->add_option("--model", wmo.common.models, "ONNX model to collect rollouts on (repeatable)")->required();
+  c_wm->add_option("--out", wmo.common.out, "World model checkpoint to write (and to --resume from)")->required();
+  c_wm->add_option("--episodes", wmo.common.episodes, "Real episodes in the data set (reused from --data, topped up)")->check(kAtLeastOne)->capture_default_str();
+  c_wm->add_option("--config", wmo.common.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
   c_wm->add_option("--data", wmo.data, "Rollout file, reused by later runs (default: OUT.data)");
   c_wm->add_option("--agent", wmo.encoder_agent, "Take the (frozen) graph encoder and the xfers from this model-free agent");
   c_wm->add_option("--policy", wmo.policy,
                    "Collect the new episodes with this dream controller (train-agent --world-model --out) instead of the random agent");
-  c_wm->add_option("--log", wmo.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
-  c_wm->add_option("--seed", wmo.seed, "Seed of the data agent, the split and the network")->check(kNonNegative)->capture_default_str();
-  c_wm->add_flag("--resume", wmo.resume, "Continue training the world model at --out");
-  c_wm->add_option("--rules", wmo.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c_wm->add_flag("--all-rules", wmo.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-  c_wm->add_option("--target", wmo.target, "Where the optimised models will run; the rollouts use the cost optimise --target uses: ort, h100 or gpu")
-      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
-  c_wm->add_option("--cost-model", wmo.cost_model, kTrainCostModelHelp)
-      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_wm->add_flag("--deterministic", wmo.deterministic,
-                    "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
-                    "are deterministic already)");
-  c_wm->add_option("--device-profile", wmo.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
-  c_wm->add_option("--input-shape", wmo.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_wm->add_option("--log", wmo.common.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
+  c_wm->add_option("--seed", wmo.common.seed, "Seed of the data agent, the split and the network")->check(kNonNegative)->capture_default_str();
+  c_wm->add_flag("--resume", wmo.common.resume, "Continue training the world model at --out");
+  add_train_common_flags(c_wm, wmo.common, "the rollouts use");
   c_wm->add_flag("--json", g.json, "Print one JSON document");
 
   RunOptions run;
@@ -284,10 +272,10 @@ int run(int argc, char** argv) {
   auto* c_cost = app.add_subcommand("cost", "Per-op cost table and total of a model; `cost calibrate` fits a device profile");
   c_cost->require_subcommand(0, 1);
   c_cost->add_option("model", cost.model, "ONNX model");
-  c_cost->add_option("--cost-model", cost.cost_model, kCostModelHelp)
+  c_cost->add_option("--cost-model", cost.cost_model, cost::cost_model_help())
       ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_cost->add_flag("--deterministic", cost.deterministic,
-                   "Exactly reproducible: a measured cost model (cpu, cudnn, auto) gives way to the analytic one (recorded and ort "
+                   "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded and ort "
                    "are deterministic already)");
   c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
   c_cost->add_option("--cost-table", cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
@@ -296,12 +284,15 @@ int run(int argc, char** argv) {
   c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
   c_cost->add_option("--cache", cost.cache, "Cost cache file (default ~/.cache/rlflow/cost-cache.json or $RLFLOW_COST_CACHE)");
   c_cost->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
-  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8)")->check(kNonNegative);
-  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32)")->check(kAtLeastOne);
+  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8, ort-measured 3)")->check(kNonNegative);
+  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32, ort-measured 15)")->check(kAtLeastOne);
   c_cost->add_flag("--json", g.json, "Print one JSON document");
   auto* c_calib = c_cost->add_subcommand("calibrate", "Time representative ops and fit an analytic device profile to them");
-  c_calib->add_option("--cost-model", cost.cost_model, "The measuring backend: auto, cpu, cudnn, or ort (each op as a one-node model in onnxruntime)")
-      ->check(CLI::IsMember({"auto", "cudnn", "cpu", "ort"}))->capture_default_str();
+  // Every kind parses, so that a non-measuring one (ort above all) gets calibrate's own message.
+  c_calib->add_option("--cost-model", cost.cost_model,
+                      "The measuring backend: auto, cpu, cudnn, or ort-measured (each op as a one-node model in onnxruntime); "
+                      "ort, the analytic onnxruntime profile, is what ort-measured's timings fit and cannot itself calibrate")
+      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
   c_calib->add_option("--profile", cost.profile_out, "Write the fitted profile to this YAML file");
   c_calib->add_option("--base", cost.base_profile, "Profile whose peaks are kept (default: cpu-2core for cpu, h100 for cudnn)");
   c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)")->check(kAtLeastOne);

@@ -41,8 +41,8 @@ cost::CostOptions cost_options(const CostCmdOptions& o) {
   c.cost_table = o.cost_table;
   c.cache_path = o.cache;
   c.use_cache = !o.no_cache;
-  if (o.warmup >= 0) c.cpu.warmup = c.gpu.warmup = o.warmup;
-  if (o.repeats > 0) c.cpu.repeats = c.gpu.repeats = o.repeats;
+  c.warmup = o.warmup;
+  c.repeats = o.repeats;
   return c;
 }
 
@@ -254,20 +254,23 @@ int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
     if (auto st = check_output_path(o.profile_out, {o.base_profile, o.cache}, "--profile"); !st.ok()) return report_error(g, st.error());
   auto copts = cost_options(o);
   copts.deterministic = false;
-  const bool ort = o.cost_model == "ort";  // here: measure each op in onnxruntime
-  Expected<std::unique_ptr<cost::CostModel>> model = Error::internal("no cost model");
-  if (ort) {
-    bench::OrtCostOptions oo;
-    if (o.warmup >= 0) oo.warmup = o.warmup;
-    if (o.repeats > 0) oo.repeats = o.repeats;
-    model = bench::make_ort_cost_model(oo);
-  } else {
-    auto kind = cost::resolve_kind(copts);
-    if (!kind) return report_error(g, kind.error());
-    if (*kind != "cpu" && *kind != "cudnn")
-      return report_error(g, Error{ErrorCode::kUsage, "calibrate needs a measuring backend: --cost-model cpu, cudnn or ort"});
-    model = cost::make_cost_model(copts);
+  auto kind = cost::resolve_kind(copts);
+  if (!kind) return report_error(g, kind.error());
+  // `ort` is the analytic onnxruntime profile here as everywhere: it is what calibration fits, not
+  // something that can be timed.
+  const cost::Backend* registered = cost::find_backend(*kind);
+  if (*kind != "cpu" && *kind != "cudnn" && !(registered && registered->measures)) {
+    std::string measuring = "auto, cpu, cudnn";
+    for (const auto& k : cost::cost_model_kinds())
+      if (const cost::Backend* b = cost::find_backend(k); b && b->measures) measuring += ", " + k;
+    std::string msg = "calibrate needs a measuring backend (--cost-model " + measuring + "), not '" + o.cost_model + "'";
+    if (*kind == "ort")
+      msg += std::string(": ort is the analytic onnxruntime profile; --cost-model ") + bench::kOrtMeasuredKind +
+             " times each op in onnxruntime";
+    return report_error(g, Error{ErrorCode::kUsage, msg});
   }
+  const bool ort = *kind == bench::kOrtMeasuredKind;
+  auto model = cost::make_cost_model(copts);
   if (!model) return report_error(g, model.error());
   cost::CostModel& cm = **model;
   const bool gpu = cm.name() == "cudnn";

@@ -1,4 +1,5 @@
-// `rlflow train-agent`: trains the GNN + PPO agent on one or more models.
+// `rlflow train-agent` (the GNN + PPO agent on one or more models) and `rlflow train-world-model`
+// (real rollouts and the MDN-RNN world model fitted to them).
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -35,9 +36,14 @@ struct Loaded {
 Error usage(const std::string& message) { return Error{ErrorCode::kUsage, message}; }
 
 // Numbers the parser accepts but training cannot use: refused before anything is loaded.
-Status check_numbers(const TrainAgentOptions& o) {
+Status check_numbers(const TrainCommonOptions& o) {
   if (o.models.empty()) return usage("at least one --model is needed");
   if (o.episodes < 1) return usage("--episodes must be >= 1");
+  return {};
+}
+
+Status check_numbers(const TrainAgentOptions& o) {
+  RLFLOW_TRY_STATUS(check_numbers(o.common));
   if (o.dream_batch < 1) return usage("--dream-batch must be >= 1");
   if (o.eval_every < 0) return usage("--eval-every must be >= 0 (0: evaluate only at the end)");
   if (!std::isfinite(o.temperature) || o.temperature <= 0) return usage("--temperature must be a finite number > 0");
@@ -63,19 +69,28 @@ bool same_path(const std::string& a, const std::string& b) {
 // command reads and against the other outputs, so that no input is overwritten and no output
 // clobbers another. --out is read as well by --resume (the checkpoint is continued and rewritten
 // in place), and the world model's data file is read and topped up by design: neither is a clash.
-Status check_outputs(const TrainAgentOptions& o, const std::string& log_path, const std::string& data_path) {
+// `read` names the files the command reads besides the models, the config and the rules; `data`,
+// when given, is the rollout file (its flag value, which may be empty, and the path it resolves to).
+struct DataFile {
+  const std::string& flag;
+  std::string path;
+};
+Status check_outputs(const TrainCommonOptions& o, const std::vector<std::string>& read, const std::string& log_path,
+                     const DataFile* data = nullptr) {
   std::vector<std::string> inputs;
   for (const auto& m : o.models)
     for (auto& f : onnxio::model_files(m)) inputs.push_back(std::move(f));
-  for (const auto* p : {&o.config, &o.world_model, &o.encoder_agent, &o.policy})
-    if (!p->empty()) inputs.push_back(*p);
+  if (!o.config.empty()) inputs.push_back(o.config);
+  for (const auto& p : read)
+    if (!p.empty()) inputs.push_back(p);
   inputs.push_back(o.rules_file.empty() ? rules::default_library_path() : o.rules_file);
   const std::string log_role = o.log.empty() ? "the log (default --log)" : "--log";
   RLFLOW_TRY_STATUS(check_output_path(o.out, inputs, "--out"));
   if (same_path(log_path, o.out)) return usage(log_role + " " + log_path + " is also --out; name different files");
   RLFLOW_TRY_STATUS(check_output_path(log_path, inputs, log_role));
-  if (data_path.empty()) return {};
-  const std::string data_role = o.data.empty() ? "the rollout file (default --data)" : "--data";
+  if (!data) return {};
+  const std::string& data_path = data->path;
+  const std::string data_role = data->flag.empty() ? "the rollout file (default --data)" : "--data";
   for (const auto& [other, role] : std::vector<std::pair<std::string, std::string>>{{o.out, "--out"}, {log_path, log_role}})
     if (same_path(data_path, other)) return usage(data_role + " " + data_path + " is also " + role + "; name different files");
   // An existing rollout file is read, and rewritten only when episodes are added: the folder need
@@ -86,7 +101,7 @@ Status check_outputs(const TrainAgentOptions& o, const std::string& log_path, co
   return {};
 }
 
-Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
+Expected<Loaded> load_inputs(const TrainCommonOptions& o) {
   Loaded l;
   exec::Executor ex;
   for (const auto& path : o.models) {
@@ -117,7 +132,7 @@ Expected<Loaded> load_inputs(const TrainAgentOptions& o) {
 // measures best (configs/agent/ppo-imitation.yaml: PPO alone learns to stop, see docs/rl.md); a dream
 // controller with the built-in defaults (configs/agent/ppo.yaml), as the model-based studies did.
 Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o, bool model_free) {
-  if (!o.config.empty()) return rl::load_ppo_config(o.config);
+  if (!o.common.config.empty()) return rl::load_ppo_config(o.common.config);
   if (model_free) return rl::load_ppo_config(find_shipped("configs/agent/ppo-imitation.yaml", "RLFLOW_AGENT_CONFIG"));
   return rl::PpoConfig{};
 }
@@ -138,6 +153,7 @@ json traces(const std::map<std::string, std::vector<rl::TraceStep>>& t) {
 }
 
 int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& in) {
+  const TrainCommonOptions& c = o.common;
   rl::DreamTrainOptions d;
   auto cfg = ppo_config(o, /*model_free=*/false);
   if (!cfg) return report_error(g, cfg.error());
@@ -146,27 +162,27 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   d.models = std::move(in.models);
   d.library = &in.lib;
   d.cost = in.cost.get();
-  d.episodes = o.episodes;
+  d.episodes = c.episodes;
   d.temperature = o.temperature;
   d.uncertainty_penalty = o.uncertainty_penalty;
   d.batch = o.dream_batch;
   d.eval_every = o.eval_every;
-  d.seed = o.seed;
-  d.out = o.out;
-  d.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
+  d.seed = c.seed;
+  d.out = c.out;
+  d.log_path = c.log.empty() ? c.out + ".jsonl" : c.log;
   const bool tty = progress_wanted(g);
   rl::TrainProgress progress;
   if (tty)
     progress = [&](const rl::UpdateLog& u) {
       std::fprintf(stderr, "\r[dream] episode %lld/%lld  dream return %.3f  real improvement %.2f%%  dream steps/s %.0f  %.0fs   ",
-                   static_cast<long long>(u.episodes), static_cast<long long>(o.episodes), u.mean_return, 100 * u.best_improvement,
+                   static_cast<long long>(u.episodes), static_cast<long long>(c.episodes), u.mean_return, 100 * u.best_improvement,
                    u.env_steps_per_s, u.seconds);
     };
   auto sum = rl::train_dream_agent(d, progress);
   if (tty) std::fprintf(stderr, "\r%100s\r", "");
   if (!sum) return report_error(g, sum.error());
   if (g.json) {
-    std::cout << json{{"ok", true}, {"agent", o.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
+    std::cout << json{{"ok", true}, {"agent", c.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
                       {"updates", sum->updates}, {"dream_episodes", sum->dream_episodes}, {"dream_steps", sum->dream_steps},
                       {"dream_step_ms", sum->dream_step_ms}, {"seconds", sum->seconds}, {"dream_score", sum->dream_score},
                       {"dream_score_raw", sum->dream_score_raw}, {"ensemble", sum->ensemble},
@@ -179,7 +195,7 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
               << std::endl;
     return kOk;
   }
-  std::printf("rlflow train-agent (dream, temperature %g) -> %s\n", o.temperature, o.out.c_str());
+  std::printf("rlflow train-agent (dream, temperature %g) -> %s\n", o.temperature, c.out.c_str());
   std::printf("%lld updates, %lld dream episodes, %lld dream steps (%.4f ms each) in %.1fs; dream score %.3f\n",
               static_cast<long long>(sum->updates), static_cast<long long>(sum->dream_episodes), static_cast<long long>(sum->dream_steps),
               sum->dream_step_ms, sum->seconds, sum->dream_score);
@@ -195,15 +211,17 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
 
 }  // namespace
 
-int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
-  if (auto st = check_numbers(o); !st.ok()) return report_error(g, st.error());
-  if (auto st = check_outputs(o, o.log.empty() ? o.out + ".jsonl" : o.log, o.data.empty() ? o.out + ".data" : o.data); !st.ok())
+int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& o) {
+  const TrainCommonOptions& c = o.common;
+  if (auto st = check_numbers(c); !st.ok()) return report_error(g, st.error());
+  const DataFile data{o.data, o.data.empty() ? c.out + ".data" : o.data};
+  if (auto st = check_outputs(c, {o.encoder_agent, o.policy}, c.log.empty() ? c.out + ".jsonl" : c.log, &data); !st.ok())
     return report_error(g, st.error());
-  auto in = load_inputs(o);
+  auto in = load_inputs(c);
   if (!in) return report_error(g, in.error());
   rl::WorldModelTrainOptions w;
-  if (!o.config.empty()) {
-    auto cfg = rl::load_world_model_config(o.config);
+  if (!c.config.empty()) {
+    auto cfg = rl::load_world_model_config(c.config);
     if (!cfg) return report_error(g, cfg.error());
     w.config = *cfg;
   }
@@ -220,12 +238,12 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
     if (!rules) return report_error(g, rules.error());
     w.rules = std::move(*rules);
   }
-  w.episodes = o.episodes;
-  w.seed = o.seed;
-  w.out = o.out;
+  w.episodes = c.episodes;
+  w.seed = c.seed;
+  w.out = c.out;
   w.data_path = o.data;
-  w.resume = o.resume;
-  w.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
+  w.resume = c.resume;
+  w.log_path = c.log.empty() ? c.out + ".jsonl" : c.log;
   const bool tty = progress_wanted(g);
   std::function<void(const rl::WorldModelMetrics&)> progress;
   if (tty)
@@ -238,7 +256,7 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!sum) return report_error(g, sum.error());
   const auto& m = sum->last;
   if (g.json) {
-    std::cout << json{{"ok", true}, {"world_model", o.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
+    std::cout << json{{"ok", true}, {"world_model", c.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
                       {"real_steps", sum->real_steps}, {"data_steps", sum->data_steps}, {"real_step_ms", sum->real_step_ms}, {"collect_seconds", sum->collect_seconds},
                       {"train_seconds", sum->train_seconds}, {"epochs", m.epoch}, {"heldout_nll", m.nll}, {"reward_mse", m.reward_mse},
                       {"done_accuracy", m.done_accuracy}, {"mask_accuracy", m.mask_accuracy}, {"count_mae", m.count_mae},
@@ -247,7 +265,7 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
               << std::endl;
     return kOk;
   }
-  std::printf("rlflow train-world-model -> %s  (encoder: %s)\n", o.out.c_str(), o.encoder_agent.empty() ? "random, frozen" : o.encoder_agent.c_str());
+  std::printf("rlflow train-world-model -> %s  (encoder: %s)\n", c.out.c_str(), o.encoder_agent.empty() ? "random, frozen" : o.encoder_agent.c_str());
   std::printf("data: %lld episodes, %lld real steps (%lld new by the %s, %lld real steps, %.2f ms per step, %.1fs)\n",
               static_cast<long long>(sum->episodes), static_cast<long long>(sum->data_steps), static_cast<long long>(sum->collected),
               o.policy.empty() ? "random agent" : "policy", static_cast<long long>(sum->real_steps), sum->real_step_ms, sum->collect_seconds);
@@ -258,14 +276,16 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o) {
 }
 
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
+  const TrainCommonOptions& c = o.common;
   if (!o.world_model.empty() && o.world_size > 1)
     return report_error(g, Error::unsupported("--world-size > 1 trains the model-free agent; the dream controller "
                                               "(--world-model) trains in one process"));
   if (auto st = check_numbers(o); !st.ok()) return report_error(g, st.error());
   // Only rank 0 writes the checkpoint and the log.
   if (o.rank == 0)
-    if (auto st = check_outputs(o, o.log.empty() ? o.out + ".jsonl" : o.log, ""); !st.ok()) return report_error(g, st.error());
-  auto in = load_inputs(o);
+    if (auto st = check_outputs(c, {o.world_model}, c.log.empty() ? c.out + ".jsonl" : c.log); !st.ok())
+      return report_error(g, st.error());
+  auto in = load_inputs(c);
   if (!in) return report_error(g, in.error());
   if (!o.world_model.empty()) return train_in_dream(g, o, *in);
   rl::TrainOptions t;
@@ -278,11 +298,11 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   t.rules = in->rules;
   auto& model = in->cost;
   t.cost = model.get();
-  t.episodes = o.episodes;
-  t.seed = o.seed;
-  t.out = o.out;
-  t.resume = o.resume;
-  t.log_path = o.log.empty() ? o.out + ".jsonl" : o.log;
+  t.episodes = c.episodes;
+  t.seed = c.seed;
+  t.out = c.out;
+  t.resume = c.resume;
+  t.log_path = c.log.empty() ? c.out + ".jsonl" : c.log;
   t.world_size = o.world_size;
   t.rank = o.rank;
   t.master = o.master;
@@ -291,7 +311,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (tty)
     progress = [&](const rl::UpdateLog& u) {
       std::fprintf(stderr, "\r[train] episode %lld/%lld  mean return %.3f  best improvement %.2f%%  env steps/s %.1f  %.0fs   ",
-                   static_cast<long long>(u.episodes), static_cast<long long>(o.episodes), u.mean_return, 100 * u.best_improvement,
+                   static_cast<long long>(u.episodes), static_cast<long long>(c.episodes), u.mean_return, 100 * u.best_improvement,
                    u.env_steps_per_s, u.seconds);
     };
   spdlog::info("training on {} model(s), {} rules, cost model {}", t.models.size(), t.rules.size(), model->name());
@@ -301,7 +321,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   const double step_ms = sum->env_steps ? 1e3 * sum->env_seconds / static_cast<double>(sum->env_steps) : 0.0;
   if (g.json) {
     std::cout << json{{"ok", true},
-                      {"agent", o.out},
+                      {"agent", c.out},
                       {"log", t.log_path},
                       {"cost_model", model->name()},
                       {"rules", t.rules.size()},
@@ -328,7 +348,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
               << std::endl;
     return kOk;
   }
-  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s%s)\n", o.out.c_str(), t.rules.size(), model->name().c_str(),
+  std::printf("rlflow train-agent -> %s  (%zu rules, cost model %s%s)\n", c.out.c_str(), t.rules.size(), model->name().c_str(),
               sum->world_size > 1 ? (", rank " + std::to_string(t.rank) + " of " + std::to_string(sum->world_size)).c_str() : "");
   std::printf("%lld updates, %lld episodes, %lld env steps in %.1fs (real env step %.2f ms)\n", static_cast<long long>(sum->updates),
               static_cast<long long>(sum->episodes), static_cast<long long>(sum->env_steps), sum->seconds, step_ms);

@@ -69,11 +69,12 @@ struct OptimiseOptions {
   bool never_below_greedy = false;  // rl: greedy from the input too; the cheaper graph is returned
 };
 
-// `rlflow train-agent` (src/cli/cmd_rl.cpp).
-struct TrainAgentOptions {
+// What `rlflow train-agent` and `rlflow train-world-model` (src/cli/cmd_rl.cpp) both take: the
+// models, the rules, the cost the agent will be judged by, and where the result goes.
+struct TrainCommonOptions {
   std::vector<std::string> models;
   std::vector<std::string> input_shapes;
-  std::string config;     // empty: the built-in defaults (= configs/agent/ppo.yaml)
+  std::string config;     // the command's own settings file; empty: its built-in defaults
   std::string out;
   std::string log;        // empty: OUT.jsonl
   int64_t episodes = 200;
@@ -85,6 +86,11 @@ struct TrainAgentOptions {
   std::string cost_model = "auto";  // auto: the target's
   bool deterministic = false;
   std::string device_profile;
+};
+
+// `rlflow train-agent`.
+struct TrainAgentOptions {
+  TrainCommonOptions common;  // config: PPO hyperparameters (configs/agent/*.yaml)
   int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
   int dagger_rounds = -1;     // >= 0 overrides training.dagger_rounds
   // data-parallel training (c10d)
@@ -97,10 +103,14 @@ struct TrainAgentOptions {
   double uncertainty_penalty = 0;
   int dream_batch = 64;
   int eval_every = 10;
-  // train-world-model
-  std::string encoder_agent;
-  std::string policy;  // dream controller that collects the new episodes
-  std::string data;
+};
+
+// `rlflow train-world-model`.
+struct TrainWorldModelOptions {
+  TrainCommonOptions common;  // config: world-model settings (configs/world_model.yaml)
+  std::string encoder_agent;  // model-free agent whose frozen encoder and xfers are used
+  std::string policy;         // dream controller that collects the new episodes
+  std::string data;           // rollout file; empty: OUT.data
 };
 
 // `rlflow bench` (src/cli/cmd_bench.cpp).
@@ -148,7 +158,7 @@ struct RulesOptions {
 // `rlflow cost MODEL` and `rlflow cost calibrate` (src/cli/cmd_cost.cpp).
 struct CostCmdOptions {
   std::string model;
-  std::string cost_model = "auto";  // auto | cudnn | cpu | analytic
+  std::string cost_model = "auto";  // a cost::cost_model_kinds() name; calibrate: a measuring one
   bool deterministic = false;
   std::string device_profile;
   std::vector<std::string> input_shapes;
@@ -179,7 +189,7 @@ int max_threads();
 // "1,all" -> {1, 0} (0: every core); a count above max_threads() is a usage error.
 Expected<std::vector<int>> parse_thread_list(const std::string& text);
 int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
-int cmd_train_world_model(const GlobalOptions& g, const TrainAgentOptions& o);
+int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& o);
 std::string version_string();
 
 // The cost model a deployment target is judged by: ort -> ort (the analytic onnxruntime CPU profile),

@@ -1,12 +1,19 @@
 // Statistics of the end-to-end benchmark on synthetic timings, the interleaving of runs, the
-// never-slower verdict, and (when the project venv has onnxruntime) the onnxruntime runner.
+// never-slower verdict, (when the project venv has onnxruntime) the onnxruntime runner, where its
+// helper is found, and the ort-measured cost backend built through the cost factory.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 
 #include "rlflow/bench/bench.h"
+#include "rlflow/bench/ort_cost.h"
+#include "rlflow/cost/factory.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 
@@ -190,6 +197,102 @@ TEST(OrtRunner, MeasuresTwoModelsEndToEnd) {
   auto bad = (*runner)->load({std::string(RLFLOW_TEST_DATA) + "/no_such_file.onnx", *g});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("no_such_file"), std::string::npos);
+}
+
+namespace fs = std::filesystem;
+
+// Runs a test body in a fresh empty folder outside the source tree, then returns to where it was.
+class ElsewhereTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    old_ = fs::current_path();
+    std::string tmpl = (fs::temp_directory_path() / "rlflow_bench_cwd_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    fs::current_path(dir_);
+    if (const char* e = std::getenv("RLFLOW_ORT_RUNNER")) saved_env_ = e;
+    unsetenv("RLFLOW_ORT_RUNNER");
+  }
+  void TearDown() override {
+    fs::current_path(old_);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    if (!saved_env_.empty()) setenv("RLFLOW_ORT_RUNNER", saved_env_.c_str(), 1);
+  }
+  fs::path old_, dir_;
+  std::string saved_env_;
+};
+
+// The helper is shipped data: found next to the binary or in the source tree, never by the
+// working directory, and it lives with the other shipped files in configs/.
+TEST_F(ElsewhereTest, OrtHelperIsFoundFromAWorkingDirectoryOutsideTheTree) {
+  const fs::path script = ort_helper_script();
+  EXPECT_TRUE(script.is_absolute()) << script;
+  EXPECT_TRUE(fs::is_regular_file(script)) << script;
+  EXPECT_EQ(script.filename(), "ort_runner.py");
+  EXPECT_EQ(script.parent_path().filename(), "runtime") << script;
+  EXPECT_EQ(script.parent_path().parent_path().filename(), "configs") << script;
+  // An empty folder holds no copy that could have been picked up instead.
+  EXPECT_FALSE(fs::exists(dir_ / "configs"));
+
+  RunnerOptions ro;
+  ro.target = "ort";
+  auto runner = make_runner(ro);
+  if (!runner) GTEST_SKIP() << runner.error().message;  // no onnxruntime in the venv
+  EXPECT_NE((*runner)->description().find("onnxruntime"), std::string::npos);
+}
+
+TEST(OrtMeasured, TheCostFactoryBuildsItOnceRegistered) {
+  cost::CostOptions o;
+  o.kind = kOrtMeasuredKind;
+  o.warmup = 0;
+  o.repeats = 1;
+  if (!cost::find_backend(kOrtMeasuredKind)) {
+    // cost cannot reach bench by itself: before registration the name is unknown.
+    auto before = cost::make_cost_model(o);
+    ASSERT_FALSE(before);
+    EXPECT_EQ(before.error().code, ErrorCode::kUsage);
+  }
+  register_cost_backends();
+  register_cost_backends();  // a second call changes nothing
+  const auto kinds = cost::cost_model_kinds();
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), std::string(kOrtMeasuredKind)), 1);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), std::string("ort")), 1);  // the analytic profile keeps its name
+  EXPECT_NE(cost::cost_model_help().find(kOrtMeasuredKind), std::string::npos);
+
+  // Unknown names are refused with the list of the known ones, registered ones included.
+  cost::CostOptions bad;
+  bad.kind = "ort-measurd";
+  auto unknown = cost::make_cost_model(bad);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, ErrorCode::kUsage);
+  for (const auto& k : kinds) EXPECT_NE(unknown.error().message.find(k), std::string::npos) << k << ": " << unknown.error().message;
+
+  // It measures, so --deterministic gives way to the analytic model, as for cpu and cudnn.
+  cost::CostOptions det = o;
+  det.deterministic = true;
+  auto kind = cost::resolve_kind(det);
+  ASSERT_TRUE(kind);
+  EXPECT_EQ(*kind, "analytic");
+  // `ort` stays the analytic onnxruntime profile.
+  cost::CostOptions ort;
+  ort.kind = "ort";
+  auto analytic = cost::make_cost_model(ort);
+  ASSERT_TRUE(analytic) << analytic.error().message;
+  EXPECT_EQ((*analytic)->name(), "analytic");
+
+  auto m = cost::make_cost_model(o);
+  if (!m && m.error().code == ErrorCode::kUnsupported) GTEST_SKIP() << m.error().message;  // no onnxruntime
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ((*m)->name(), kOrtMeasuredKind);
+  EXPECT_EQ((*m)->device_fingerprint().rfind("ort/onnxruntime", 0), 0u) << (*m)->device_fingerprint();
+  cost::OpSignature relu;
+  relu.kind = ir::OpKind::kRelu;
+  relu.inputs = relu.outputs = {{ir::DType::kFloat32, {1, 64, 56, 56}}};
+  relu.input_is_constant = {false};
+  auto ms = (*m)->op_cost(relu);
+  ASSERT_TRUE(ms) << ms.error().message;
+  EXPECT_GE(*ms, 0);
 }
 
 }  // namespace

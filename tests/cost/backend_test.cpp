@@ -2,6 +2,7 @@
 // and calibration fitting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common.h"
@@ -270,6 +271,77 @@ TEST(Factory, ProfilesAndErrors) {
     o.kind = "cudnn";  // asked for explicitly: no silent fallback
     EXPECT_FALSE(make_cost_model(o).ok());
   }
+}
+
+// A backend defined outside cost, as bench's ort-measured is: it reaches the factory only by
+// registering, and is then built, listed and resolved like a built-in kind.
+class FixedCost : public CostModel {
+ public:
+  explicit FixedCost(double ms) : ms_(ms) {}
+  Expected<double> op_cost(const OpSignature&) override { return ms_; }
+  std::string device_fingerprint() const override { return "fixed"; }
+  std::string name() const override { return "fixed-test"; }
+
+ private:
+  double ms_;
+};
+
+TEST(Factory, RegisteredBackendsAreBuiltByName) {
+  CostOptions o;
+  o.kind = "fixed-test";
+  auto before = make_cost_model(o);
+  ASSERT_FALSE(before.ok());
+  EXPECT_EQ(before.error().code, ErrorCode::kUsage);
+  const std::string known = before.error().message.substr(before.error().message.find("(expected"));
+  EXPECT_EQ(known.find("fixed-test"), std::string::npos) << known;
+
+  int made = 0;
+  Backend b;
+  b.name = "fixed-test";
+  b.description = "a constant per op";
+  b.make = [&made](const CostOptions& c) -> Expected<std::unique_ptr<CostModel>> {
+    ++made;
+    // The factory hands makers the common timing overrides.
+    return std::unique_ptr<CostModel>(std::make_unique<FixedCost>(c.repeats));
+  };
+  ASSERT_TRUE(register_backend(b).ok());
+  o.repeats = 7;
+  auto m = make_cost_model(o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(made, 1);
+  EXPECT_EQ((*m)->name(), "fixed-test");
+  EXPECT_DOUBLE_EQ(*(*m)->op_cost(sig(OpKind::kRelu, {}, {{{4}}})), 7.0);
+
+  auto kinds = cost_model_kinds();
+  EXPECT_EQ(kinds.back(), "fixed-test");
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "fixed-test"), 1);
+  EXPECT_NE(cost_model_help().find("fixed-test (a constant per op)"), std::string::npos) << cost_model_help();
+  EXPECT_NE(cost_model_help("the target's").find("auto (the target's)"), std::string::npos);
+
+  // A measuring backend gives way to the analytic model under --deterministic; one that is
+  // deterministic itself stays.
+  o.deterministic = true;
+  EXPECT_EQ(*resolve_kind(o), "analytic");
+  b.measures = false;
+  ASSERT_TRUE(register_backend(b).ok());  // replaces, does not add
+  EXPECT_EQ(cost_model_kinds().size(), kinds.size());
+  EXPECT_EQ(*resolve_kind(o), "fixed-test");
+
+  // An unknown name lists every known one, the registered one included.
+  o.kind = "tpu";
+  auto bad = make_cost_model(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+  for (const auto& k : kinds) EXPECT_NE(bad.error().message.find(k), std::string::npos) << k << ": " << bad.error().message;
+
+  // Built-in names keep their meaning: `ort` cannot be taken over by a registered backend.
+  b.name = "ort";
+  EXPECT_FALSE(register_backend(b).ok());
+  CostOptions ort;
+  ort.kind = "ort";
+  auto analytic = make_cost_model(ort);
+  ASSERT_TRUE(analytic.ok());
+  EXPECT_EQ((*analytic)->name(), "analytic");
 }
 
 // ---- calibration ----

@@ -34,9 +34,10 @@ struct Result {
   std::string out, err;
 };
 
-Result rlflow(const std::vector<std::string>& args) {
+// `cwd`: the working directory of the run (empty: this process's).
+Result rlflow(const std::vector<std::string>& args, const std::string& cwd = "") {
   TempDir io;
-  std::string cmd = quote(RLFLOW_BINARY);
+  std::string cmd = cwd.empty() ? quote(RLFLOW_BINARY) : "cd " + quote(cwd) + " && " + quote(RLFLOW_BINARY);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " >" + quote(io.file("stdout")) + " 2>" + quote(io.file("stderr")) + " </dev/null";
   const int st = std::system(cmd.c_str());
@@ -96,6 +97,58 @@ TEST(CostCli, UsageErrors) {
   EXPECT_EQ(none.code, 2) << none.err;
   auto calib = rlflow({"cost", "calibrate", "--cost-model", "analytic"});
   EXPECT_EQ(calib.code, 2) << calib.err;
+  auto unknown = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort-measurd"});
+  EXPECT_EQ(unknown.code, 2) << unknown.err;
+}
+
+// `ort` is the analytic onnxruntime profile in every command; calibrate cannot time it, and says
+// which name measures onnxruntime instead (until 2026-11-25 calibrate read `ort` as that).
+TEST(CostCli, CalibrateRefusesTheAnalyticOrtAndNamesOrtMeasured) {
+  auto r = rlflow({"cost", "calibrate", "--cost-model", "ort", "--json"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--cost-model ort-measured"), std::string::npos) << r.err;
+  auto j = parse(r);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_NE(j["error"].dump().find("ort-measured"), std::string::npos) << r.out;
+  for (const char* k : {"recorded", "analytic"}) {
+    auto other = rlflow({"cost", "calibrate", "--cost-model", k});
+    EXPECT_EQ(other.code, 2) << other.err;
+    EXPECT_NE(other.err.find("measuring backend"), std::string::npos) << other.err;
+  }
+}
+
+// The binary registers ort-measured before it declares its flags: every command that names a
+// cost model lists it, and `ort` keeps meaning the analytic profile.
+TEST(CostCli, EveryCostModelFlagKnowsOrtMeasured) {
+  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
+           {"cost", "--help"}, {"cost", "calibrate", "--help"}, {"optimise", "--help"}, {"train-agent", "--help"},
+           {"train-world-model", "--help"}}) {
+    auto r = rlflow(cmd);
+    EXPECT_EQ(r.code, 0) << cmd[0] << r.err;
+    EXPECT_NE(r.out.find("ort-measured"), std::string::npos) << cmd[0] << " " << cmd[1] << ":\n" << r.out;
+  }
+  auto ort = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort", "--json"});
+  ASSERT_EQ(ort.code, 0) << ort.err;
+  EXPECT_EQ(parse(ort)["cost_model"]["name"], "analytic");
+}
+
+// ort-measured through the one factory, from a working directory outside the source tree (the
+// onnxruntime helper is shipped data, found next to the binary or in its source tree).
+TEST(CostCli, OrtMeasuredTimesEachOpInOnnxruntimeFromAnyDirectory) {
+  TempDir elsewhere;
+  const std::string cwd = elsewhere.file("");
+  auto r = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort-measured", "--warmup", "0", "--repeats", "1", "--json"}, cwd);
+  if (r.code != 0 && r.err.find("onnxruntime is not usable") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse(r);
+  EXPECT_EQ(j["cost_model"]["name"], "ort-measured");
+  EXPECT_EQ(j["cost_model"]["fingerprint"].get<std::string>().rfind("ort/onnxruntime", 0), 0u) << j["cost_model"];
+  EXPECT_GE(j["total_ms"].get<double>(), 0);
+  EXPECT_TRUE(j["cache"].is_null());  // not cached: the fingerprint does not name the CPU
+  // --deterministic: a measuring backend gives way to the analytic model, ort-measured too.
+  auto d = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort-measured", "--deterministic", "--json"});
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_EQ(parse(d)["cost_model"]["name"], "analytic");
 }
 
 }  // namespace

@@ -39,7 +39,9 @@ struct RunnerOptions {
 
 Expected<std::unique_ptr<Runner>> make_runner(const RunnerOptions& o);
 
-// The onnxruntime helper (scripts/ort_runner.py) and the Python that runs it:
+// The onnxruntime helper and the Python that runs it. The helper ships with rlflow as
+// configs/runtime/ort_runner.py: $RLFLOW_ORT_RUNNER, else next to the binary (<bin>/../configs/...,
+// <bin>/../share/rlflow/configs/...), else the source tree the binary was built from. The Python:
 // $RLFLOW_PYTHON, else the project venv ($RLFLOW_VENV or ~/.local/share/rlflow/venv), else python3.
 std::string python_interpreter();
 std::string ort_helper_script();
