@@ -83,7 +83,7 @@ int run(int argc, char** argv) {
   c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, rl (a trained agent, --agent), or none (round trip)")
       ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive", "rl"}))
       ->capture_default_str();
-  c_opt->add_option("--alpha", opt.alpha, "taso: keep graphs whose cost is below alpha x the best")->check(kPositive)->capture_default_str();
+  c_opt->add_option("--alpha", opt.strategy.alpha, "taso: keep graphs whose cost is below alpha x the best")->check(kPositive)->capture_default_str();
   c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--time-limit", opt.time_limit_s,
                     "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)")
@@ -103,38 +103,38 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
       ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
-  c_opt->add_option("--cost-model", opt.cost_model,
+  c_opt->add_option("--cost-model", opt.cost.kind,
                     "auto (the target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded or ort")
       ->check(CLI::IsMember(cost::cost_model_kinds()))
       ->capture_default_str();
-  c_opt->add_flag("--deterministic", opt.deterministic,
+  c_opt->add_flag("--deterministic", opt.cost.deterministic,
                   "Exactly reproducible: a measured cost model (cpu, cudnn) gives way to the analytic one (recorded and ort are "
                   "deterministic already), no time limit, no measuring");
-  c_opt->add_option("--device-profile", opt.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
-  c_opt->add_option("--cost-table", opt.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
+  c_opt->add_option("--device-profile", opt.cost.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c_opt->add_option("--cost-table", opt.cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
   c_opt->add_option("--measure", opt.measure,
                     "Measure the result against the input on the target before writing it: auto (when the target runs here; not with "
                     "--deterministic), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  c_opt->add_option("--bench-rounds", opt.bench_rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--bench-rounds", opt.bench.rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")
       ->check(CLI::Range(0, max_threads()))->capture_default_str();
-  c_opt->add_option("--bench-max-seconds", opt.bench_max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
+  c_opt->add_option("--bench-max-seconds", opt.bench.max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
       ->check(kPositive)->capture_default_str();
   c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->check(kNonNegative)->capture_default_str();
-  c_opt->add_option("--atol", opt.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();
-  c_opt->add_option("--rtol", opt.rtol, "Relative tolerance of verification")->check(kTolerance)->capture_default_str();
-  c_opt->add_option("--agent", opt.agent,
+  c_opt->add_option("--atol", opt.compare.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();
+  c_opt->add_option("--rtol", opt.compare.rtol, "Relative tolerance of verification")->check(kTolerance)->capture_default_str();
+  c_opt->add_option("--agent", opt.rl.agent_path,
                     "rl: the agent checkpoint (rlflow train-agent --out; default: the shipped configs/agents/zoo-h100.pt, "
                     "trained on three zoo CNNs under the recorded H100 cost)");
-  c_opt->add_option("--rollouts", opt.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->check(kNonNegative)->capture_default_str();
-  c_opt->add_option("--beam", opt.beam, "rl: then a policy-guided beam search of this width (0: none)")->check(kNonNegative)->capture_default_str();
-  c_opt->add_option("--beam-branch", opt.beam_branch, "rl: rewrites the policy proposes per beam state")->check(kAtLeastOne)->capture_default_str();
-  c_opt->add_flag("--polish", opt.polish, "rl: then greedy descent from the agent's best graph to a local optimum");
-  c_opt->add_flag("--never-below-greedy", opt.never_below_greedy,
+  c_opt->add_option("--rollouts", opt.rl.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam", opt.rl.beam, "rl: then a policy-guided beam search of this width (0: none)")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam-branch", opt.rl.beam_branch, "rl: rewrites the policy proposes per beam state")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_flag("--polish", opt.rl.polish, "rl: then greedy descent from the agent's best graph to a local optimum");
+  c_opt->add_flag("--never-below-greedy", opt.rl.never_below_greedy,
                   "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
   c_opt->add_flag("--json", g.json, "Print one JSON document");
 

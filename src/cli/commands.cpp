@@ -31,11 +31,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-json summary_json(const ir::GraphSummary& s) {
-  return {{"ops", s.num_ops}, {"op_counts", s.op_counts}, {"parameters", s.num_parameters}, {"flops", s.flops},
-          {"opaque_ops", s.opaque_ops}};
-}
-
 namespace {
 
 json type_json(const std::string& name, const ir::TensorType& t) {
@@ -55,76 +50,6 @@ std::string human(double v) {
 }
 
 }  // namespace
-
-std::string target_cost_model(const std::string& target) {
-  if (target == "h100") return "recorded";
-  if (target == "gpu") return "cudnn";
-  return "ort";
-}
-
-int64_t default_memory_limit_mb() {
-  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-  for (const char* cg : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream f(cg);
-    double v = 0;
-    if (f >> v && v > 0) bytes = std::min(bytes, v);  // "max" (no limit) fails to parse and is skipped
-  }
-  return std::max<int64_t>(1, static_cast<int64_t>(bytes * 0.75) >> 20);
-}
-
-Status check_memory(const ir::Graph& g, int64_t limit_mb) {
-  if (limit_mb == kNoMemoryCheck) return {};
-  const int64_t limit = limit_mb > 0 ? limit_mb : default_memory_limit_mb();
-  const auto m = ir::estimate_run_memory(g);
-  const double mib = 1024.0 * 1024.0;
-  if (m.peak_bytes <= static_cast<double>(limit) * mib) return {};
-  const std::string msg = fmt::format("running the model needs about {:.0f} MiB ({} alone is {:.0f} MiB), over the memory limit of {} MiB",
-                                      m.peak_bytes / mib, m.largest, m.largest_bytes / mib, limit);
-  return Error::bad_input(msg + " (--memory-limit raises it where the command has one; --input-shape chooses smaller sizes)");
-}
-
-Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats, int64_t memory_limit_mb) {
-  auto parsed = parse_input_shapes(shapes);
-  if (!parsed) return parsed.error();
-  onnxio::ImportOptions io;
-  io.input_shapes = *parsed;
-  io.evaluator = &ex;
-  auto g = onnxio::import_model_file(path, io, stats);
-  if (!g) return g;
-  if (auto st = check_memory(*g, memory_limit_mb); !st.ok()) return st.error().with_context(path);
-  return g;
-}
-
-std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules) {
-  std::vector<const rules::Rule*> out;
-  for (const auto& r : lib.rules)
-    if (all_rules ? (r.status == rules::VerifyStatus::kNumeric || r.status == rules::VerifyStatus::kProved)
-                  : (r.in_default_set && r.status == rules::VerifyStatus::kProved))
-      out.push_back(&r);
-  return out;
-}
-
-void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* after) {
-  std::set<std::string> ops;
-  for (const auto& [k, v] : before.op_counts) ops.insert(k);
-  if (after)
-    for (const auto& [k, v] : after->op_counts) ops.insert(k);
-  std::printf("  %-22s %8s%s\n", "op", after ? "before" : "count", after ? "    after" : "");
-  for (const auto& op : ops) {
-    auto b = before.op_counts.count(op) ? before.op_counts.at(op) : 0;
-    if (after) {
-      auto a = after->op_counts.count(op) ? after->op_counts.at(op) : 0;
-      std::printf("  %-22s %8lld %8lld\n", op.c_str(), static_cast<long long>(b), static_cast<long long>(a));
-    } else {
-      std::printf("  %-22s %8lld\n", op.c_str(), static_cast<long long>(b));
-    }
-  }
-  if (after)
-    std::printf("  %-22s %8lld %8lld\n", "total", static_cast<long long>(before.num_ops), static_cast<long long>(after->num_ops));
-  else
-    std::printf("  %-22s %8lld\n", "total", static_cast<long long>(before.num_ops));
-}
 
 int exit_code_for(ErrorCode c) {
   switch (c) {
@@ -195,7 +120,7 @@ int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
   for (const auto& i : outs) std::printf("  output %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
   std::printf("  parameters %s   FLOPs %s   ops %lld (ONNX nodes %d, folded %d, removed %d)\n", human(static_cast<double>(s.num_parameters)).c_str(),
               human(s.flops).c_str(), static_cast<long long>(s.num_ops), stats.onnx_nodes, stats.folded_nodes, stats.removed_nodes);
-  print_op_table(s, nullptr);
+  print_op_table(stdout, s, nullptr);
   if (!s.opaque_ops.empty()) {
     std::printf("  opaque ops (kept as they are, never rewritten):");
     for (const auto& op : s.opaque_ops) std::printf(" %s", op.c_str());

@@ -11,6 +11,9 @@
 #include "rlflow/ir/summary.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/pipeline/load.h"
+#include "rlflow/pipeline/optimise.h"
+#include "rlflow/pipeline/summary.h"
 #include "rlflow/rules/rule.h"
 #include "rlflow/util/expected.h"
 
@@ -25,68 +28,8 @@ struct InfoOptions {
   std::vector<std::string> input_shapes;
 };
 
-// The search's wall-time limit when --time-limit is not given: an interactive run answers in seconds.
-// --deterministic drops it (the budget alone then bounds the search, so every run gives the same graph).
-inline constexpr double kInteractiveTimeLimitS = 10;
-
-struct OptimiseOptions {
-  std::string model, output;
-  std::string search = "taso";
-  std::vector<std::string> input_shapes;
-  bool verify = true;
-  uint64_t seed = 0;
-  double atol = 1e-4, rtol = 1e-3;
-  // search
-  double alpha = 1.05;
-  int64_t budget = 1000;
-  double time_limit_s = -1;  // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
-  // The run's memory, MiB (0: default_memory_limit_mb()). A model whose run is estimated above it is
-  // refused; the search keeps at most a quarter of it (and at most 256 MiB) in stored graphs, beyond
-  // which they are released and replayed when needed.
-  int64_t memory_mb = 0;
-  std::string rules_file;   // empty: the shipped library's default set
-  bool all_rules = false;   // every shipped rule, not just the default set
-  bool composites = true;   // fuse decomposed GELU / LayerNorm chains before searching
-  int64_t opset = 0;        // default-domain opset of the output (0: the input's)
-  // cost and target
-  std::string target = "ort";       // where the model will run: ort (onnxruntime CPU), h100, gpu
-  std::string cost_model = "auto";  // auto: the target's (ort -> ort, h100 -> recorded, gpu -> cudnn)
-  bool deterministic = false;
-  std::string device_profile;
-  std::string cost_table;           // recorded: the cost table
-  // never slower: measure the result against the input on the target before writing it
-  std::string measure = "auto";     // auto: when measurable here and not --deterministic; on; off
-  int bench_rounds = 20;
-  int bench_threads = 1;
-  double bench_max_seconds = 60;
-  int candidates = 3;               // graphs tried, best first, before the input is kept
-  // rl
-  std::string agent;
-  int rollouts = 4;
-  int beam = 0;  // rl: policy-guided beam search width after the rollouts (0: off)
-  int beam_branch = 8;
-  bool polish = false;  // rl: greedy descent from the agent's best graph
-  bool never_below_greedy = false;  // rl: greedy from the input too; the cheaper graph is returned
-};
-
-// What `rlflow train-agent` and `rlflow train-world-model` (src/cli/cmd_rl.cpp) both take: the
-// models, the rules, the cost the agent will be judged by, and where the result goes.
-struct TrainCommonOptions {
-  std::vector<std::string> models;
-  std::vector<std::string> input_shapes;
-  std::string config;     // the command's own settings file; empty: its built-in defaults
-  std::string out;
-  std::string log;        // empty: OUT.jsonl
-  int64_t episodes = 200;
-  uint64_t seed = 0;
-  bool resume = false;
-  std::string rules_file;
-  bool all_rules = false;
-  std::string target = "ort";       // where the agent's graphs will run: the cost it trains on (as optimise --target)
-  std::string cost_model = "auto";  // auto: the target's
-  bool deterministic = false;
-  std::string device_profile;
-};
+// `rlflow optimise`: the pipeline's options, whose fields hold every default.
+using pipeline::OptimiseOptions;
 
 // `rlflow train-agent`.
 struct TrainAgentOptions {
@@ -192,34 +135,19 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
 int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& o);
 std::string version_string();
 
-// The cost model a deployment target is judged by: ort -> ort (the analytic onnxruntime CPU profile),
-// h100 -> recorded (replayed H100 timings), gpu -> cudnn (this machine's GPU). One mapping for
-// optimise and the trainers, so an agent trains on the cost it is judged on.
-std::string target_cost_model(const std::string& target);
-
-// The memory a command may plan to use when --memory-limit is not given, MiB: 3/4 of what this
-// process can have (physical RAM, or its cgroup's limit when that is lower).
-int64_t default_memory_limit_mb();
-// Refuses (exit 3, naming the largest tensor) a graph whose run would need more than `limit_mb`
-// (0: the default) by ir::estimate_run_memory, before anything is allocated.
-Status check_memory(const ir::Graph& g, int64_t limit_mb);
-
-// Imports an ONNX model with --input-shape specs, folding with `ex`, and checks that running it fits
-// in `memory_limit_mb` (0: the default; kNoMemoryCheck for commands that never run the graph).
-inline constexpr int64_t kNoMemoryCheck = -1;
-Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats = nullptr, int64_t memory_limit_mb = 0);
-// The rules a search may use: the default set's proved rules, or (all_rules) every rule that is
-// proved or numerically verified. Refuted and unverified rules never.
-std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules);
-
-// "name:1,3,224,224" -> {name, shape}; several allowed.
-Expected<std::map<std::string, ir::Shape>> parse_input_shapes(const std::vector<std::string>& specs);
+// Model loading, memory checks, rule selection and the target's cost live in the pipeline library.
+using pipeline::check_memory;
+using pipeline::default_memory_limit_mb;
+using pipeline::kNoMemoryCheck;
+using pipeline::load_model;
+using pipeline::parse_input_shapes;
+using pipeline::select_rules;
+using pipeline::target_cost_model;
 
 // Shared by the subcommands' reports.
 double seconds_since(std::chrono::steady_clock::time_point t0);
-nlohmann::json summary_json(const ir::GraphSummary& s);
-void print_op_table(const ir::GraphSummary& before, const ir::GraphSummary* after);
+using pipeline::print_op_table;
+using pipeline::summary_json;
 
 // Turns an error into its exit code, one stderr line, and (with --json) a JSON document.
 int report_error(const GlobalOptions& g, const Error& e);

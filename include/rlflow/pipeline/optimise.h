@@ -1,0 +1,161 @@
+#pragma once
+// `rlflow optimise` as a library: import -> fuse composites -> search -> candidates -> for each
+// candidate (best first): write, re-import, verify, price as written, measure -> the first that
+// passes every check is the output, else the input graph is written as it is.
+//
+// The stages never print; the result is an OptimiseReport that prints itself as text or JSON.
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rlflow/bench/bench.h"
+#include "rlflow/cost/factory.h"
+#include "rlflow/cost/recorded.h"
+#include "rlflow/exec/compare.h"
+#include "rlflow/ir/composites.h"
+#include "rlflow/ir/summary.h"
+#include "rlflow/rl/agent.h"
+#include "rlflow/search/optimizer.h"
+#include "rlflow/util/expected.h"
+
+namespace rlflow::pipeline {
+
+// The search's wall-time limit when none is given: an interactive run answers in seconds.
+// --deterministic drops it (the budget alone then bounds the search, so every run gives the same graph).
+inline constexpr double kInteractiveTimeLimitS = 10;
+
+// Every default of `optimise` lives here, in this struct or the library structs it holds; the CLI
+// binds its flags to these fields.
+struct OptimiseOptions {
+  std::string model, output;
+  std::vector<std::string> input_shapes;
+  uint64_t seed = 0;        // verification inputs, measurement order, rl sampling
+  int64_t opset = 0;        // default-domain opset of the output (0: the input's)
+  // The run's memory, MiB (0: default_memory_limit_mb()). A model whose run is estimated above it is
+  // refused; the search keeps at most a quarter of it (and at most 256 MiB) in stored graphs, beyond
+  // which they are released and replayed when needed.
+  int64_t memory_mb = 0;
+
+  // search
+  std::string search = "taso";  // taso | greedy | exhaustive | rl | none
+  std::string rules_file;       // empty: the shipped library's default set
+  bool all_rules = false;       // every verified rule, not just the proved default set
+  bool composites = true;       // fuse decomposed GELU / LayerNorm chains before searching
+  search::SearchOptions strategy;
+  int64_t budget = search::Limits{}.budget;
+  double time_limit_s = -1;     // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
+  rl::RlSearchOptions rl;       // --search rl (its seed is `seed`)
+
+  // cost and target
+  std::string target = "ort";   // where the model will run: ort (onnxruntime CPU), h100, gpu
+  // cost.kind "auto" means the target's cost model (target_cost_model). cost.deterministic has
+  // cost::resolve_kind's one meaning, and also drops the interactive time limit and measurement.
+  cost::CostOptions cost;
+
+  // correctness
+  bool verify = true;
+  exec::CompareOptions compare;  // atol, rtol (its seed is `seed`)
+
+  // never slower: measure the result against the input on the target before writing it
+  std::string measure = "auto";  // auto: when measurable here and not deterministic; on; off
+  bench::BenchOptions bench{.warmup = 2, .rounds = 20, .max_seconds = 60};  // its seed is `seed`
+  int bench_threads = 1;         // ort: onnxruntime intra-op threads (0: every core)
+  int candidates = 3;            // graphs tried, best first, before the input is kept
+};
+
+// What became of one candidate graph. The first kWritten one is the output.
+enum class Verdict {
+  kWritten,             // verified, priced faster as written, and not measured slower: it is the output
+  kVerificationFailed,  // its outputs differ from the input's beyond tolerance
+  kUnverifiable,        // the reference executor cannot run it, and it is not structurally the input
+  kSizeSpecific,        // a dynamic model's rewrite that fails at the second sizes: it baked in a size
+  kNoWrittenGain,       // the file as written and re-imported is predicted no faster than the input
+  kMeasuredSlower,      // measured on the target, the speedup's lower bound is below bench::kMinSpeedupLowerBound
+};
+std::string_view verdict_name(Verdict v);
+
+struct Measurement {
+  std::string runner;
+  double before_ms = 0, after_ms = 0, speedup = 1, ci_lo = 1, ci_hi = 1, ci_coverage = 0;
+  int rounds = 0;
+  bool accepted = false;
+};
+
+struct CandidateReport {
+  std::string label;
+  size_t steps = 0;                  // rewrites applied from the input
+  double predicted_ms = 0;           // the search's figure
+  std::optional<double> written_ms;  // the written file's, re-imported
+  std::optional<Measurement> measured;
+  Verdict verdict = Verdict::kWritten;
+  std::string why;                   // the verdict in words, when it is not kWritten
+};
+
+struct VerificationReport {
+  bool enabled = true;
+  std::string method;  // "reference executor" | "structural"; empty when disabled
+  bool ok = false;
+  std::string note;    // structural: why the executor could not run it
+  double max_abs_diff = 0, atol = 0, rtol = 0;
+  bool widened = false;  // tolerances widened for half-precision outputs
+  uint64_t seed = 0;
+  std::map<std::string, int64_t> second_sizes;  // a dynamic model, checked again at these sizes
+  double second_max_abs_diff = 0;
+};
+
+// Predicted costs: before is the input as imported, after is the written file re-imported.
+struct CostReport {
+  std::string model;            // the resolved cost model
+  double before_ms = 0, after_ms = 0;
+  double search_after_ms = 0;   // the search's own figure for the chosen graph
+  std::string known_error;
+  std::string profile;          // analytic: the device profile
+  std::optional<cost::RecordedStats> table;  // recorded: table hits and misses
+  double speedup() const { return after_ms > 0 ? before_ms / after_ms : 1.0; }
+};
+
+struct Timings {
+  double import = 0, search = 0, write = 0, verify = 0, measure = 0, total = 0;
+};
+
+struct OptimiseReport {
+  std::string model, output, search, target;
+  ir::GraphSummary before, after;
+  std::map<std::string, int64_t> dynamic_dims;  // optimised at these sizes; the output keeps the dims
+  int64_t input_opset = 0, output_opset = 0;
+  ir::CompositeStats composites;  // fused in the written graph
+  VerificationReport verification;
+  // The search ran (not --search none).
+  std::optional<search::Result> search_result;
+  size_t search_rules = 0;
+  std::optional<CostReport> cost;
+  std::vector<rules::Match> steps;  // the written graph's rewrites, replayable on the input
+  // Candidates tried in order; `chosen` indexes the written one.
+  std::vector<CandidateReport> candidates;
+  std::optional<size_t> chosen;
+  bool rewritten = false;      // a rewritten graph was proposed (predicted faster than the input)
+  bool measured = false;       // candidates were measured on the target
+  std::string measure_runner;  // what measured them
+  std::string not_measured;    // why the result is only predicted
+  std::string kept_input;      // why the input graph was written
+  Timings time;
+
+  nlohmann::json to_json() const;
+  void print(std::FILE* out) const;
+};
+
+struct OptimiseHooks {
+  search::Progress progress;  // the search's progress (a terminal's status line)
+};
+
+// Runs the pipeline. Errors carry their exit class (usage, bad input, verification failed, internal);
+// on any error no output file exists.
+Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks = {});
+
+}  // namespace rlflow::pipeline

@@ -1,0 +1,66 @@
+#pragma once
+// Internal to the pipeline: the checks each candidate meets before it may be the output. The file
+// is written to a temporary path, re-imported, verified against the input, priced as written and
+// measured; the bytes that pass are the bytes that land.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "rlflow/bench/runner.h"
+#include "rlflow/cost/memo.h"
+#include "rlflow/exec/executor.h"
+#include "rlflow/pipeline/optimise.h"
+
+namespace rlflow::pipeline {
+
+struct Candidate {
+  std::string label;
+  size_t steps = 0;  // rewrites applied from the input
+  double predicted_ms = 0;
+  ir::Graph graph;
+};
+
+// A runner with the input graph loaded as the baseline.
+struct Measurer {
+  std::unique_ptr<bench::Runner> runner;
+  size_t base_id = 0;
+};
+
+class Judge {
+ public:
+  // `model` (may be null: nothing is priced) is the search's cost model, `before_ms` the input's
+  // cost under it; `measurer` may be null (not measured). Results go into `report`.
+  Judge(const OptimiseOptions& o, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
+        cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report);
+
+  // Writes the candidate if it passes every check; appends its CandidateReport either way. An error
+  // is one no other candidate could escape (an I/O failure, an internal error).
+  Expected<Verdict> try_candidate(const Candidate& c);
+  // Writes the input graph, verified (the dynamic sizes must hold) and priced as written.
+  Status write_input();
+
+  double written_ms() const { return written_ms_; }
+  double seconds_verify() const { return t_verify_; }
+  double seconds_measure() const { return t_measure_; }
+
+ private:
+  Expected<ir::Graph> import_written(const std::string& tmp_path) const;
+  // kWritten: passed. Another verdict: `why` says what failed.
+  Expected<Verdict> verify(const std::string& tmp_path, const ir::Graph& written, bool is_input, std::string& why);
+  Status price(const ir::Graph& written);
+  Expected<Verdict> measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry);
+
+  const OptimiseOptions& o_;
+  const exec::Executor& ex_;
+  const ir::Graph& original_;
+  std::map<std::string, int64_t> dynamic_dims_, second_sizes_;
+  std::optional<cost::MemoCost> memo_;
+  std::string cost_kind_;
+  double before_ms_ = 0, written_ms_ = 0;
+  Measurer* measurer_;
+  OptimiseReport& report_;
+  double t_verify_ = 0, t_measure_ = 0;
+};
+
+}  // namespace rlflow::pipeline

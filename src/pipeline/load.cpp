@@ -1,0 +1,92 @@
+#include "rlflow/pipeline/load.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+
+#include <spdlog/fmt/fmt.h>
+
+#include "rlflow/ir/summary.h"
+
+namespace rlflow::pipeline {
+
+Expected<std::map<std::string, ir::Shape>> parse_input_shapes(const std::vector<std::string>& specs) {
+  std::map<std::string, ir::Shape> out;
+  for (const auto& spec : specs) {
+    auto bad = [&](const std::string& why) {
+      return Error{ErrorCode::kUsage, "--input-shape '" + spec + "': " + why + " (expected name:d0,d1,...)"};
+    };
+    const auto colon = spec.rfind(':');
+    if (colon == std::string::npos || colon == 0) return bad("missing name");
+    const std::string name = spec.substr(0, colon);
+    ir::Shape shape;
+    std::string_view rest(spec.c_str() + colon + 1);
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      std::string_view tok = rest.substr(0, comma);
+      int64_t v = 0;
+      auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+      if (ec != std::errc() || p != tok.data() + tok.size() || v <= 0) return bad("'" + std::string(tok) + "' is not a positive integer");
+      shape.push_back(v);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+      if (rest.empty()) return bad("trailing comma");
+    }
+    if (out.count(name)) return bad("input given twice");
+    out[name] = shape;
+  }
+  return out;
+}
+
+std::string target_cost_model(const std::string& target) {
+  if (target == "h100") return "recorded";
+  if (target == "gpu") return "cudnn";
+  return "ort";
+}
+
+int64_t default_memory_limit_mb() {
+  double bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  for (const char* cg : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(cg);
+    double v = 0;
+    if (f >> v && v > 0) bytes = std::min(bytes, v);  // "max" (no limit) fails to parse and is skipped
+  }
+  return std::max<int64_t>(1, static_cast<int64_t>(bytes * 0.75) >> 20);
+}
+
+Status check_memory(const ir::Graph& g, int64_t limit_mb) {
+  if (limit_mb == kNoMemoryCheck) return {};
+  const int64_t limit = limit_mb > 0 ? limit_mb : default_memory_limit_mb();
+  const auto m = ir::estimate_run_memory(g);
+  const double mib = 1024.0 * 1024.0;
+  if (m.peak_bytes <= static_cast<double>(limit) * mib) return {};
+  const std::string msg = fmt::format("running the model needs about {:.0f} MiB ({} alone is {:.0f} MiB), over the memory limit of {} MiB",
+                                      m.peak_bytes / mib, m.largest, m.largest_bytes / mib, limit);
+  return Error::bad_input(msg + " (--memory-limit raises it where the command has one; --input-shape chooses smaller sizes)");
+}
+
+Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
+                               onnxio::ImportStats* stats, int64_t memory_limit_mb) {
+  auto parsed = parse_input_shapes(shapes);
+  if (!parsed) return parsed.error();
+  onnxio::ImportOptions io;
+  io.input_shapes = *parsed;
+  io.evaluator = &ex;
+  auto g = onnxio::import_model_file(path, io, stats);
+  if (!g) return g;
+  if (auto st = check_memory(*g, memory_limit_mb); !st.ok()) return st.error().with_context(path);
+  return g;
+}
+
+std::vector<const rules::Rule*> select_rules(const rules::RuleLibrary& lib, bool all_rules) {
+  std::vector<const rules::Rule*> out;
+  for (const auto& r : lib.rules)
+    if (all_rules ? (r.status == rules::VerifyStatus::kNumeric || r.status == rules::VerifyStatus::kProved)
+                  : (r.in_default_set && r.status == rules::VerifyStatus::kProved))
+      out.push_back(&r);
+  return out;
+}
+
+}  // namespace rlflow::pipeline

@@ -1,0 +1,363 @@
+// The optimise pipeline's stages: import -> fuse -> search -> candidates -> write (judge.cpp).
+#include "rlflow/pipeline/optimise.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "judge.h"
+#include "rlflow/cost/analytic.h"
+#include "rlflow/cost/cudnn_backend.h"
+#include "rlflow/cost/device.h"
+#include "rlflow/cost/memo.h"
+#include "rlflow/cost/recorded.h"
+#include "rlflow/pipeline/load.h"
+#include "rlflow/rules/library_io.h"
+#include "rlflow/util/file_io.h"
+
+namespace rlflow::pipeline {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The device a user deploys to: how to measure it here.
+struct Target {
+  std::string bench_target;  // bench runner that measures it
+  bool measurable = false;   // that runner can run here (ort: decided when it starts)
+  std::string why_not;       // when it cannot
+};
+
+Expected<Target> resolve_target(const std::string& name) {
+  const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
+  if (name == "ort") return Target{"ort", true, ""};
+  if (name == "gpu") return Target{"cudnn", gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
+  if (name == "h100") {
+    bool h100 = false;
+    if (gpu)
+      for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
+    return Target{"cudnn", h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
+  }
+  return Error{ErrorCode::kUsage, "unknown target '" + name + "' (expected ort, h100 or gpu)"};
+}
+
+// What the search leaves behind: its result, the cost model it priced with, and the rules its steps name.
+struct SearchOutcome {
+  search::Result result;
+  std::unique_ptr<cost::CostModel> model;
+  std::string kind;  // the resolved cost model
+  rules::RuleLibrary library;
+  std::vector<const rules::Rule*> replay_rules;  // every rule the steps may name
+  size_t num_rules = 0;
+};
+
+Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& start, const OptimiseHooks& hooks) {
+  SearchOutcome out;
+  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
+  auto lib = rules::load_library(rules_path);
+  if (!lib) return lib.error();
+  out.library = std::move(*lib);
+  auto rules = select_rules(out.library, o.all_rules);
+  out.replay_rules = select_rules(out.library, /*all_rules=*/true);
+  if (rules.empty() && o.search != "rl") return Error::bad_input(rules_path + ": no verified rules to search with");
+  cost::CostOptions co = o.cost;
+  if (co.kind == "auto") co.kind = target_cost_model(o.target);
+  auto kind = cost::resolve_kind(co);
+  if (!kind) return kind.error();
+  out.kind = *kind;
+  auto model = cost::make_cost_model(co);
+  if (!model) return model.error();
+  out.model = std::move(*model);
+  Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
+  out.num_rules = rules.size();
+  if (o.search == "rl") {
+    // The agent brings its own rules (named in its checkpoint). Without one, the shipped agent.
+    rl::RlSearchOptions ro = o.rl;
+    if (ro.agent_path.empty()) ro.agent_path = rl::default_agent_path();
+    ro.seed = o.seed;
+    auto info = rl::read_agent_info(ro.agent_path);
+    if (!info) return info.error();
+    out.num_rules = info->rules.size();
+    opt = rl::make_rl_optimizer(ro, out.library, *out.model);
+  } else {
+    opt = search::make_optimizer(o.search, rules, *out.model, o.strategy);
+  }
+  if (!opt) return opt.error();
+  if (hooks.progress) (*opt)->set_progress(hooks.progress);
+  search::Limits lim;
+  lim.budget = o.budget;
+  lim.time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.cost.deterministic ? 0 : kInteractiveTimeLimitS);
+  // Stored search graphs are a cache (released and replayed beyond the cap): a quarter of the run's
+  // memory, and no more than 256 MiB, which the zoo's searches never need.
+  const int64_t run_mb = o.memory_mb > 0 ? o.memory_mb : default_memory_limit_mb();
+  lim.memory_bytes = std::min<int64_t>(256, std::max<int64_t>(1, run_mb / 4)) << 20;
+  auto res = (*opt)->run(start, lim);
+  if (!res) return res.error();
+  out.result = std::move(*res);
+  return out;
+}
+
+// The best graph, then the graphs on the way to it (prefixes of its steps) that the cost model
+// also predicts cheaper than the input, cheapest first: what to fall back on when the best one
+// fails a check. `start_differs`: the search started from a graph that already differs from the
+// input (composites fused), so the start itself is a fallback too.
+Expected<std::vector<Candidate>> candidates(const ir::Graph& start, const SearchOutcome& s, int max_candidates, bool start_differs) {
+  const auto& r = s.result;
+  std::vector<Candidate> out;
+  out.push_back({"best found", r.steps.size(), r.best_cost, r.best});
+  if (max_candidates <= 1) return out;
+  cost::MemoCost memo(*s.model);
+  std::vector<Candidate> earlier;
+  ir::Graph g = start;
+  for (size_t k = 0; k + 1 < r.steps.size(); ++k) {
+    auto next = search::replay(g, s.replay_rules, {r.steps[k]});
+    if (!next) break;  // the best graph stays a candidate; earlier ones are optional
+    g = std::move(*next);
+    auto c = memo.cost(g);
+    if (!c) return c.error();
+    if (*c < r.initial_cost) earlier.push_back({"after " + std::to_string(k + 1) + " of " + std::to_string(r.steps.size()) + " rewrites", k + 1, *c, g});
+  }
+  std::stable_sort(earlier.begin(), earlier.end(), [](const Candidate& a, const Candidate& b) { return a.predicted_ms < b.predicted_ms; });
+  // The composites-only graph keeps the last slot: the rewrites' predictions can all be wrong the
+  // same way (measured: gpt_block's bias GEMMs block fusions onnxruntime makes itself), and then the
+  // fusions alone may still pay.
+  const bool keep_composites = start_differs && !r.steps.empty();
+  const int slots = max_candidates - (keep_composites ? 1 : 0);
+  for (auto& c : earlier) {
+    if (static_cast<int>(out.size()) >= slots) break;
+    out.push_back(std::move(c));
+  }
+  if (keep_composites) out.push_back({"composites fused, no rewrite", 0, r.initial_cost, start});
+  return out;
+}
+
+CostReport cost_report(const SearchOutcome& s, double before_ms) {
+  CostReport c;
+  c.model = s.kind;
+  c.before_ms = before_ms;
+  c.after_ms = c.search_after_ms = s.result.best_cost;
+  c.known_error = s.model->known_error();
+  if (auto* an = dynamic_cast<cost::AnalyticCostModel*>(s.model.get())) c.profile = an->profile().name;
+  if (auto* rec = cost::as_recorded(*s.model)) c.table = rec->stats();
+  return c;
+}
+
+// The runtime that measures candidates (onnxruntime in a helper process) holds each model it has
+// loaded, the input and every candidate tried, at about twice its weights (its own copy and the
+// prepacked one). Where that would not fit beside rlflow's own run in the memory limit, nothing is
+// measured and the speedup is reported as predicted, with this reason.
+std::string measurement_memory(const ir::Graph& g, size_t candidates, int64_t limit_mb) {
+  const auto m = ir::estimate_run_memory(g);
+  const double mib = 1024.0 * 1024.0;
+  const double need = m.peak_bytes + 2.0 * m.weight_bytes * static_cast<double>(1 + candidates);
+  const double limit = static_cast<double>(limit_mb > 0 ? limit_mb : default_memory_limit_mb()) * mib;
+  if (need <= limit) return {};
+  return fmt::format("measuring would hold the input and {} candidate(s) in onnxruntime beside this run, about {:.0f} MiB, over the "
+                     "memory limit of {:.0f} MiB (--memory-limit)",
+                     candidates, need / mib, limit / mib);
+}
+
+// Measuring: only a rewritten graph needs it, and never under --deterministic unless asked. Returns
+// the runner with the input loaded, or none with the reason in `report.not_measured`.
+Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, const Target& target, const ir::Graph& original,
+                                                      size_t num_candidates, OptimiseReport& report) {
+  const bool want = o.measure == "on" || (o.measure == "auto" && !o.cost.deterministic);
+  std::string& why = report.not_measured;
+  if (!want) why = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
+  else if (!target.measurable) why = target.why_not;
+  else if (auto m = measurement_memory(original, num_candidates, o.memory_mb); !m.empty()) why = m;
+  else {
+    bench::RunnerOptions ro;
+    ro.target = target.bench_target;
+    ro.threads = o.bench_threads;
+    ro.seed = o.seed;
+    auto r = bench::make_runner(ro);
+    if (r) {
+      auto id = (*r)->load({o.model, original});
+      if (id) return std::optional<Measurer>(Measurer{std::move(*r), *id});
+      why = id.error().message;
+    } else {
+      why = r.error().message;
+    }
+  }
+  if (want && o.measure == "on") return Error::unsupported("--measure on: cannot measure on target " + o.target + ": " + why);
+  spdlog::warn("the speedup is predicted, not measured: {}", why);
+  return std::optional<Measurer>();
+}
+
+// Why the input graph was written, from what the candidates met, most telling first.
+std::string kept_input_reason(const OptimiseReport& r, const std::string& no_predicted_gain) {
+  if (!no_predicted_gain.empty()) return no_predicted_gain;
+  auto last = [&](Verdict v) -> const CandidateReport* {
+    for (auto it = r.candidates.rbegin(); it != r.candidates.rend(); ++it)
+      if (it->verdict == v) return &*it;
+    return nullptr;
+  };
+  if (auto* c = last(Verdict::kUnverifiable))
+    return "the rewritten graph cannot be verified (" + c->why + "), and only a verified graph is written";
+  if (auto* c = last(Verdict::kSizeSpecific))
+    return "the rewritten graph holds only at the sizes it was optimised at (" + c->why + "), and the output keeps the input's dynamic axes";
+  if (auto* c = last(Verdict::kNoWrittenGain)) return c->why;
+  if (r.rewritten)
+    return "no rewritten graph measured at least " + std::to_string(bench::kMinSpeedupLowerBound).substr(0, 4) +
+           "x (lower 95% bound) against the input on " + r.target;
+  return {};
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kWritten: return "written";
+    case Verdict::kVerificationFailed: return "verification failed";
+    case Verdict::kUnverifiable: return "unverifiable";
+    case Verdict::kSizeSpecific: return "size-specific";
+    case Verdict::kNoWrittenGain: return "no gain as written";
+    case Verdict::kMeasuredSlower: return "measured slower";
+  }
+  return "?";
+}
+
+Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  OptimiseReport report;
+  report.model = o.model;
+  report.output = o.output;
+  report.search = o.search;
+  report.target = o.target;
+
+  // Every path is checked before any work: the output (and the weights file written beside it for a
+  // model over protobuf's limit) must not be the model, its external weights, the rules or the agent.
+  auto inputs = onnxio::model_files(o.model);
+  if (!o.rules_file.empty()) inputs.push_back(o.rules_file);
+  if (o.search == "rl") inputs.push_back(o.rl.agent_path.empty() ? rl::default_agent_path() : o.rl.agent_path);
+  for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
+    RLFLOW_TRY_STATUS(check_output_path(path, inputs, role));
+  auto target = resolve_target(o.target);
+  if (!target) return target.error();
+  if (o.measure != "auto" && o.measure != "on" && o.measure != "off") return Error{ErrorCode::kUsage, "--measure must be auto, on or off"};
+
+  // import
+  exec::Executor ex;
+  onnxio::ImportStats stats;
+  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb);
+  if (!original) return original.error();
+  report.time.import = seconds_since(t0);
+  report.dynamic_dims = stats.dynamic_dims;
+  report.input_opset = original->meta().opset("");
+  spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
+               stats.folded_nodes, report.time.import);
+  // --opset: the output is written at a newer opset, where the fused ops exist (LayerNormalization
+  // 17, Gelu 20): composites are then fused and written as one op, and priced as what is written.
+  if (o.opset > 0) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*original, o.opset));
+
+  // fuse: the search starts from the graph with composite chains fused; verification and the
+  // "kept the input" fallback use the graph as imported, so a wrong fusion cannot pass unnoticed.
+  ir::CompositeStats composites;
+  const ir::Graph start = o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites) : *original;
+  if (composites.total() > 0)
+    spdlog::info("fused {} GELU, {} tanh-GELU, {} LayerNorm and {} HardSwish chains into single ops ({} nodes removed)",
+                 composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.removed_nodes);
+
+  // search -> candidates
+  std::vector<Candidate> cands;
+  SearchOutcome outcome;
+  std::string no_predicted_gain;  // why no candidate is left: none is predicted faster than the input
+  if (o.search != "none") {
+    auto found = run_search(o, start, hooks);
+    if (!found) return found.error();
+    outcome = std::move(*found);
+    const auto& r = outcome.result;
+    report.time.search = r.report.seconds_total;
+    spdlog::info("search {}: cost {:.4f} -> {:.4f} ms in {:.2f}s ({})", o.search, r.initial_cost, r.best_cost, report.time.search,
+                 search::stop_reason_name(r.stop));
+    auto cs = candidates(start, outcome, std::max(1, o.candidates), composites.total() > 0);
+    if (!cs) return cs.error();
+    cands = std::move(*cs);
+    // Weight-only subgraphs the rewrites created (concatenated or enlarged kernels) fold now, so
+    // the summary describes the model as written.
+    for (auto& c : cands) {
+      auto folded = ir::fold_constants(c.graph, ex);
+      if (!folded) return folded.error().with_context("folding the optimised graph");
+      c.graph = std::move(*folded);
+    }
+    // "before" is the model as imported; the search started from it with composites fused.
+    double before_ms = r.initial_cost;
+    if (composites.total() > 0) {
+      cost::MemoCost memo(*outcome.model);
+      auto c = memo.cost(*original);
+      if (!c) return c.error();
+      before_ms = *c;
+    }
+    // Only a graph predicted faster than the input is worth writing: the composites the search
+    // started from may cost more than the input's chains under this model.
+    const bool proposed = std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) { return c.steps > 0 || composites.total() > 0; });
+    std::erase_if(cands, [&](const Candidate& c) { return !(c.predicted_ms < before_ms) || (c.steps == 0 && composites.total() == 0); });
+    if (cands.empty() && proposed)
+      no_predicted_gain = "no rewritten graph is predicted faster than the input under the " + outcome.kind + " cost (" +
+                          std::to_string(r.best_cost) + " ms at best, " + std::to_string(before_ms) + " ms for the input)";
+    report.cost = cost_report(outcome, before_ms);
+    report.search_rules = outcome.num_rules;
+    report.search_result = outcome.result;
+    report.rewritten = !cands.empty();
+  }
+
+  // write: each candidate, best first, is written, verified, priced as written and measured; the
+  // first that passes is the output, else the input graph is written as it is.
+  std::optional<Measurer> measurer;
+  if (report.rewritten) {
+    auto m = prepare_measurement(o, *target, *original, cands.size(), report);
+    if (!m) return m.error();
+    measurer = std::move(*m);
+  } else {
+    report.not_measured = no_predicted_gain.empty() ? "no rewrite was applied" : "no rewritten graph is predicted faster than the input";
+  }
+  report.measured = measurer.has_value();
+  const auto tw = std::chrono::steady_clock::now();
+  Judge judge(o, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
+              measurer ? &*measurer : nullptr, report);
+  std::string failed_verification;  // the last candidate's failure, when every one failed
+  for (const auto& c : cands) {
+    auto verdict = judge.try_candidate(c);
+    if (!verdict) return verdict.error();
+    if (*verdict == Verdict::kWritten) {
+      report.chosen = report.candidates.size() - 1;
+      break;
+    }
+    if (*verdict == Verdict::kVerificationFailed) {
+      failed_verification = report.candidates.back().why;
+      spdlog::warn("{}: {}; trying the next candidate", c.label, failed_verification);
+    }
+  }
+  // Every rewritten candidate failed verification: nothing is written, and the exit code says so.
+  if (!report.chosen && !failed_verification.empty()) return Error{ErrorCode::kVerificationFailed, failed_verification};
+  if (!report.chosen) {
+    report.kept_input = kept_input_reason(report, no_predicted_gain);
+    RLFLOW_TRY_STATUS(judge.write_input());
+  }
+  const ir::Graph& written = report.chosen ? cands[*report.chosen].graph : *original;
+  // Which candidate of `cands` was written: candidates are tried in order, one report each.
+  if (report.chosen) {
+    const auto& c = cands[*report.chosen];
+    report.steps.assign(outcome.result.steps.begin(), outcome.result.steps.begin() + static_cast<std::ptrdiff_t>(c.steps));
+    report.composites = composites;
+  }
+  if (report.cost) {
+    // The claim is the written file's cost; the search's own figure for it is kept beside it.
+    report.cost->after_ms = judge.written_ms();
+    report.cost->search_after_ms = report.chosen ? cands[*report.chosen].predicted_ms : report.cost->before_ms;
+  }
+  report.before = ir::summarize(*original);
+  report.after = ir::summarize(written);
+  report.output_opset = written.meta().opset("");
+  report.time.verify = judge.seconds_verify();
+  report.time.measure = judge.seconds_measure();
+  report.time.write = seconds_since(tw) - report.time.verify - report.time.measure;
+  report.time.total = seconds_since(t0);
+  return report;
+}
+
+}  // namespace rlflow::pipeline

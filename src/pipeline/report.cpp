@@ -1,0 +1,174 @@
+// OptimiseReport as JSON (`optimise --json`) and as text.
+#include <string>
+
+#include "rlflow/pipeline/optimise.h"
+#include "rlflow/pipeline/summary.h"
+#include "rlflow/search/report.h"
+
+namespace rlflow::pipeline {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string dims_str(const std::map<std::string, int64_t>& dims) {
+  std::string s;
+  for (const auto& [name, size] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(size);
+  return s;
+}
+
+json composites_json(const ir::CompositeStats& c) {
+  return {{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"hard_swish", c.hard_swish},
+          {"removed_nodes", c.removed_nodes}};
+}
+
+json measurement_json(const Measurement& m) {
+  return {{"before_ms", m.before_ms}, {"after_ms", m.after_ms}, {"speedup", m.speedup}, {"speedup_ci", {m.ci_lo, m.ci_hi}},
+          {"ci_coverage", m.ci_coverage}, {"rounds", m.rounds}, {"accepted", m.accepted}};
+}
+
+json verification_json(const VerificationReport& v) {
+  json j{{"enabled", v.enabled}};
+  if (v.method.empty()) return j;
+  j["method"] = v.method;
+  j["ok"] = v.ok;
+  if (v.method == "structural") {
+    j["note"] = v.note;
+    return j;
+  }
+  j["max_abs_diff"] = v.max_abs_diff;
+  j["atol"] = v.atol;
+  j["rtol"] = v.rtol;
+  if (v.widened) j["tolerance_note"] = "widened for half-precision outputs";
+  j["seed"] = v.seed;
+  if (!v.second_sizes.empty()) {
+    j["second_sizes"] = v.second_sizes;
+    j["second_max_abs_diff"] = v.second_max_abs_diff;
+  }
+  return j;
+}
+
+json cost_json(const CostReport& c) {
+  json j{{"model", c.model}, {"before_ms", c.before_ms}, {"after_ms", c.after_ms}, {"speedup", c.speedup()}, {"predicted", true},
+         {"known_error", c.known_error}, {"search_after_ms", c.search_after_ms}, {"describes", "the file written, re-imported"}};
+  if (!c.profile.empty()) j["profile"] = c.profile;
+  if (c.table)
+    j["table"] = {{"path", c.table->table}, {"device", c.table->device}, {"entries", c.table->entries}, {"hits", c.table->hits},
+                  {"misses", c.table->misses}};
+  return j;
+}
+
+// The measured candidates; null when none was measured.
+json measured_json(const OptimiseReport& r) {
+  json tried = json::array();
+  const Measurement* shown = nullptr;  // the written candidate's, else the first measured
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const auto& c = r.candidates[i];
+    json e{{"candidate", c.label}, {"steps", c.steps}, {"predicted_ms", c.predicted_ms}, {"verdict", verdict_name(c.verdict)}};
+    if (c.written_ms) e["written_ms"] = *c.written_ms;
+    if (c.measured) {
+      e["measured"] = measurement_json(*c.measured);
+      if (!shown || r.chosen == i) shown = &*c.measured;
+    }
+    if (c.verdict == Verdict::kVerificationFailed) e["verification_failed"] = c.why;
+    else if (c.verdict != Verdict::kWritten) e["why"] = c.why;
+    tried.push_back(e);
+  }
+  if (!shown) return nullptr;
+  json m{{"target", r.target}, {"runner", r.measure_runner}, {"min_lower_bound", bench::kMinSpeedupLowerBound},
+         {"candidates", tried}, {"decision", r.chosen ? "rewritten graph written" : "input graph written"}};
+  m.update(measurement_json(*shown));
+  return m;
+}
+
+}  // namespace
+
+json OptimiseReport::to_json() const {
+  std::map<std::string, int> applied;
+  json steps_json = json::array();
+  for (const auto& s : steps) {
+    applied[s.rule]++;
+    steps_json.push_back({{"rule", s.rule}, {"nodes", s.nodes}});
+  }
+  json search_json = nullptr;
+  if (search_result) {
+    search_json = {{"strategy", search}, {"rules", search_rules}};
+    search_json.update(search::report_json(*search_result));
+  }
+  json j{{"ok", true},
+         {"model", model},
+         {"output", output},
+         {"search", search},
+         {"target", target},
+         {"before", summary_json(before)},
+         {"after", summary_json(after)},
+         {"verification", verification_json(verification)},
+         {"cost", cost ? cost_json(*cost) : json(nullptr)},
+         {"search_report", search_json},
+         {"rules_applied", applied},
+         {"composites", composites_json(composites)},
+         {"steps", steps_json},
+         {"time_s", {{"import", time.import}, {"search", time.search}, {"export", time.write}, {"verify", time.verify},
+                     {"measure", time.measure}, {"total", time.total}}},
+         {"opset", {{"input", input_opset}, {"output", output_opset}}}};
+  if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
+  if (auto m = measured_json(*this); !m.is_null()) j["measured"] = m;
+  else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost->model}, {"known_error", cost->known_error}};
+  if (!kept_input.empty()) j["kept_input"] = kept_input;
+  return j;
+}
+
+void OptimiseReport::print(std::FILE* out) const {
+  std::fprintf(out, "rlflow optimise %s -> %s  (search: %s, target: %s)\n", model.c_str(), output.c_str(), search.c_str(), target.c_str());
+  if (!dynamic_dims.empty())
+    std::fprintf(out, "dynamic dims kept in the output; optimised at %s%s\n", dims_str(dynamic_dims).c_str(),
+                 verification.second_sizes.empty() ? "" : (", verified also at " + dims_str(verification.second_sizes)).c_str());
+  print_op_table(out, before, &after);
+  if (search_result && cost) {
+    const auto& r = search_result->report;
+    std::fprintf(out, "predicted by the %s cost model: %.4f ms -> %.4f ms, %.3fx (a prediction, not a measurement)\n", cost->model.c_str(),
+                 cost->before_ms, cost->after_ms, cost->speedup());
+    std::fprintf(out, "search %s: %lld graphs expanded, %lld unique, %.2fs, stopped: %s\n", search.c_str(), static_cast<long long>(r.expanded),
+                 static_cast<long long>(r.unique_graphs), time.search, std::string(search::stop_reason_name(search_result->stop)).c_str());
+    const auto refused = search::rejections_json(r.rejections);
+    if (!refused.empty()) {
+      std::fprintf(out, "matches refused:");
+      for (const auto& [why, n] : refused.items()) std::fprintf(out, " %s %lld", why.c_str(), static_cast<long long>(n.get<int64_t>()));
+      std::fprintf(out, "\n");
+    }
+    if (chosen && composites.total() > 0)
+      std::fprintf(out, "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish (%d nodes removed)\n", composites.gelu,
+                   composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.removed_nodes);
+    std::map<std::string, int> applied;
+    for (const auto& s : steps) applied[s.rule]++;
+    if (applied.empty()) std::fprintf(out, "rules applied: none\n");
+    else {
+      std::fprintf(out, "rules applied:");
+      for (const auto& [rule, n] : applied) std::fprintf(out, " %s x%d", rule.c_str(), n);
+      std::fprintf(out, "\n");
+    }
+  }
+  const Measurement* m = nullptr;
+  if (chosen && candidates[*chosen].measured) m = &*candidates[*chosen].measured;
+  else if (!chosen && !candidates.empty() && candidates.front().measured) m = &*candidates.front().measured;
+  if (m) {
+    std::fprintf(out, "measured on %s (%s, %d rounds, interleaved): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
+                 target.c_str(), m->runner.c_str(), m->rounds, m->before_ms, m->after_ms, m->speedup, m->ci_lo, m->ci_hi);
+  } else if (rewritten) {
+    std::fprintf(out, "not measured (%s): the speedup above is predicted; known error: %s\n", not_measured.c_str(), cost->known_error.c_str());
+  }
+  if (!kept_input.empty()) std::fprintf(out, "kept the input graph: %s\n", kept_input.c_str());
+  if (verification.enabled) {
+    if (verification.method == "structural")
+      std::fprintf(out, "verified: structurally identical to the original (%s)\n", verification.note.c_str());
+    else
+      std::fprintf(out, "verified: max abs diff %.3g against the original (atol %g, rtol %g, seed %llu)\n", verification.max_abs_diff,
+                   verification.atol, verification.rtol, static_cast<unsigned long long>(verification.seed));
+  } else {
+    std::fprintf(out, "not verified (--no-verify)\n");
+  }
+  std::fprintf(out, "time: %.2fs (import %.2fs, search %.2fs, export %.2fs, verify %.2fs, measure %.2fs)\n", time.total, time.import,
+               time.search, time.write, time.verify, time.measure);
+}
+
+}  // namespace rlflow::pipeline
