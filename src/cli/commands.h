@@ -31,6 +31,25 @@ struct InfoOptions {
 // `rlflow optimise`: the pipeline's options, whose fields hold every default.
 using pipeline::OptimiseOptions;
 
+// What `rlflow train-agent` and `rlflow train-world-model` (src/cli/cmd_rl.cpp) both take: the
+// models, the rules, the cost the agent will be judged by, and where the result goes.
+struct TrainCommonOptions {
+  std::vector<std::string> models;
+  std::vector<std::string> input_shapes;
+  std::string config;     // the command's own settings file; empty: its built-in defaults
+  std::string out;
+  std::string log;        // empty: OUT.jsonl
+  int64_t episodes = 200;
+  uint64_t seed = 0;
+  bool resume = false;
+  std::string rules_file;
+  bool all_rules = false;
+  std::string target = "ort";       // where the agent's graphs will run: the cost it trains on (as optimise --target)
+  std::string cost_model = "auto";  // auto: the target's
+  bool deterministic = false;
+  std::string device_profile;
+};
+
 // `rlflow train-agent`.
 struct TrainAgentOptions {
   TrainCommonOptions common;  // config: PPO hyperparameters (configs/agent/*.yaml)
