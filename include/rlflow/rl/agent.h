@@ -96,7 +96,7 @@ struct RlSearchOptions {
   // Then greedy descent from the best graph found, to a local optimum under single rewrites.
   bool polish = false;
   // Then greedy search from the input graph too; its graph is returned when the agent's is not
-  // cheaper (a fallback: Report::fallback_won says when it was taken).
+  // cheaper (a search::Portfolio: Report::phases says which member's graph was returned).
   bool never_below_greedy = false;
 };
 // The rules an agent or world model names, from `lib`; a missing or refuted one is an error
