@@ -279,7 +279,7 @@ int run(int argc, char** argv) {
                    "are deterministic already)");
   c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
   c_cost->add_option("--cost-table", cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
-  c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph and compare with the sum of op costs");
+  c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph on the device the cost model stands for (onnxruntime for ort and ort-measured) and compare with the sum of op costs");
   c_cost->add_option("--input-shape", cost.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
   c_cost->add_option("--cache", cost.cache, "Cost cache file (default ~/.cache/rlflow/cost-cache.json or $RLFLOW_COST_CACHE)");

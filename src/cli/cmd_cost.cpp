@@ -13,6 +13,8 @@
 
 #include "commands.h"
 #include "rlflow/bench/ort_cost.h"
+#include "rlflow/bench/runner.h"
+#include "rlflow/bench/stats.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/cpu_backend.h"
 #include "rlflow/cost/analytic.h"
@@ -92,6 +94,30 @@ void save_cache(cost::CostModel& m) {
   }
 }
 
+// The file run end to end in onnxruntime (1 thread, as the onnxruntime costs are timed): the
+// reference executor's kernels are not what an onnxruntime cost model stands for.
+Expected<cost::GraphMeasurement> measure_file_ort(const std::string& path, const ir::Graph& graph, const cost::MeasureOptions& mo) {
+  bench::RunnerOptions ro;
+  ro.target = "ort";
+  ro.threads = 1;
+  ro.seed = mo.seed;
+  auto runner = bench::make_runner(ro);
+  if (!runner) return runner.error();
+  auto id = (*runner)->load({path, graph});
+  if (!id) return id.error();
+  std::vector<double> times;
+  for (int i = 0; i < mo.warmup + mo.repeats; ++i) {
+    auto ms = (*runner)->run(*id);
+    if (!ms) return ms.error();
+    if (i >= mo.warmup) times.push_back(*ms);
+  }
+  cost::GraphMeasurement m;
+  m.ms = bench::median(times);
+  m.runs = mo.repeats;
+  m.method = (*runner)->description();
+  return m;
+}
+
 std::string today() {
   char buf[32];
   const std::time_t t = std::time(nullptr);
@@ -161,15 +187,19 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
   double t_measure = 0;
   if (o.measure_graph) {
     bool gpu = backend == "cudnn";
+    bool ort = backend == bench::kOrtMeasuredKind;
     if (backend == "analytic") {
       auto* a = dynamic_cast<cost::AnalyticCostModel*>(&cm);
       gpu = a && a->profile().device == "gpu" && cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
+      ort = a && a->profile().runtime == "onnxruntime";
       if (a && a->profile().device == "gpu" && !gpu)
         spdlog::warn("profile {} models a GPU but none is usable: measuring on the CPU instead", a->profile().name);
     }
     const auto tm = std::chrono::steady_clock::now();
     cost::MeasureOptions mo;
-    auto m = gpu ? cost::measure_graph_gpu(*graph, mo, copts.gpu) : cost::measure_graph_cpu(*graph, mo);
+    auto m = ort ? measure_file_ort(o.model, *graph, mo)
+             : gpu ? cost::measure_graph_gpu(*graph, mo, copts.gpu)
+                   : cost::measure_graph_cpu(*graph, mo);
     if (!m) return report_error(g, m.error().with_context("--measure-graph"));
     t_measure = seconds_since(tm);
     measure = {{"estimate_ms", total}, {"measured_ms", m->ms}, {"ratio", m->ms > 0 ? total / m->ms : 0.0}, {"method", m->method},

@@ -145,6 +145,12 @@ TEST(CostCli, OrtMeasuredTimesEachOpInOnnxruntimeFromAnyDirectory) {
   EXPECT_EQ(j["cost_model"]["fingerprint"].get<std::string>().rfind("ort/onnxruntime", 0), 0u) << j["cost_model"];
   EXPECT_GE(j["total_ms"].get<double>(), 0);
   EXPECT_TRUE(j["cache"].is_null());  // not cached: the fingerprint does not name the CPU
+  // The whole-graph check runs the file where the cost model says it runs: in onnxruntime.
+  auto whole = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort", "--measure-graph", "--json"}, cwd);
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  auto w = parse(whole);
+  EXPECT_NE(w["measure"]["method"].get<std::string>().find("onnxruntime"), std::string::npos) << w["measure"];
+  EXPECT_GT(w["measure"]["measured_ms"].get<double>(), 0);
   // --deterministic: a measuring backend gives way to the analytic model, ort-measured too.
   auto d = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort-measured", "--deterministic", "--json"});
   ASSERT_EQ(d.code, 0) << d.err;
