@@ -103,8 +103,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
       ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
-  c_opt->add_option("--cost-model", opt.cost.kind,
-                    "auto (the target's: ort -> ort, h100 -> recorded, gpu -> cudnn), cudnn, cpu, analytic, recorded or ort")
+  c_opt->add_option("--cost-model", opt.cost.kind, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
       ->check(CLI::IsMember(cost::cost_model_kinds()))
       ->capture_default_str();
   c_opt->add_flag("--deterministic", opt.cost.deterministic,

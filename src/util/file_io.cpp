@@ -205,9 +205,10 @@ std::string find_shipped(const std::string& relative, const char* env_var) {
     candidates.push_back(exe.parent_path() / ".." / "share" / "rlflow" / relative);
   }
   candidates.push_back(fs::path(RLFLOW_SOURCE_DIR) / relative);
-  candidates.push_back(fs::path(relative));
   for (const auto& c : candidates)
     if (fs::exists(c, ec)) return fs::weakly_canonical(c, ec).string();
+  // Never the working directory: a file of the same name there is not what shipped. The source
+  // tree's path is what a "not found" error then names.
   return candidates.back().string();
 }
 
