@@ -7,6 +7,7 @@
 
 #include "rlflow/cost/cost_model.h"
 #include "rlflow/rl/observation.h"
+#include "rlflow/rules/match.h"
 #include "rlflow/rules/rule.h"
 
 namespace rlflow::rl {
@@ -17,7 +18,7 @@ struct Action {
 };
 
 struct EnvConfig {
-  size_t max_locations = 200;  // L: matches kept per rule and state
+  size_t max_locations = rules::kDefaultMaxMatches;  // L: matches kept per rule and state
   int max_steps = 50;          // episode length limit
   // dense: 100 * (cost(t-1) - cost(t)) / cost(0) every step; final: the whole improvement at the end.
   std::string reward = "dense";

@@ -38,8 +38,12 @@ inline constexpr size_t kNumRejections = 10;
 std::string_view rejection_name(Rejection r);
 using RejectionCounts = std::array<int64_t, kNumRejections>;
 
+// L, the matches kept per rule and graph: the RL agents' location mask size (DESIGN.md), and what
+// every search considers, so that a search and an agent see the same locations.
+inline constexpr size_t kDefaultMaxMatches = 200;
+
 struct MatchOptions {
-  size_t max_matches = 200;              // the RL agents' location mask size
+  size_t max_matches = kDefaultMaxMatches;
   RejectionCounts* rejections = nullptr;  // when set, refused complete placements are counted here
 };
 

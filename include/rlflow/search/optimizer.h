@@ -17,7 +17,7 @@ struct Limits {
   int64_t budget = 1000;                   // Report::budget_used: graphs expanded (greedy: rewrite steps; rl: agent actions)
   double time_limit_s = 0;                 // 0: none
   int64_t memory_bytes = int64_t{256} << 20;  // cap on stored search graphs (released and replayed beyond it)
-  size_t max_locations = 200;              // matches considered per rule and graph
+  size_t max_locations = rules::kDefaultMaxMatches;  // matches considered per rule and graph
 };
 
 // kRolloutsDone: the rl strategy ran every rollout it was asked for.
