@@ -96,19 +96,14 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
     if (!graph) return report_error(g, graph.error());
     models.push_back({f, std::move(*graph)});
   }
-  bench::BenchOptions bo;
-  bo.rounds = o.rounds;
-  bo.warmup = o.warmup;
-  bo.seed = o.seed;
-  bo.confidence = o.confidence;
-  bo.max_seconds = o.max_seconds;
+  const bench::BenchOptions& bo = o.bench;
   json runs = json::array();
   const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
   for (int t : *threads) {
     bench::RunnerOptions ro;
     ro.target = o.target == "gpu" || o.target == "h100" ? "cudnn" : o.target;  // one vocabulary with optimise --target
     ro.threads = t;
-    ro.seed = o.seed;
+    ro.seed = o.bench.seed;
     auto runner = bench::make_runner(ro);
     if (!runner) return report_error(g, runner.error());
     std::vector<size_t> ids;

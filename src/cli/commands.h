@@ -9,6 +9,7 @@
 
 #include "rlflow/ir/graph.h"
 #include "rlflow/ir/summary.h"
+#include "rlflow/bench/bench.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/pipeline/load.h"
@@ -80,10 +81,7 @@ struct BenchCmdOptions {
   std::vector<std::string> files;
   std::string target = "ort";  // ort | cpu | cudnn
   std::string threads;         // comma list of counts or "all"; empty: ort "1,all", others "1"
-  int rounds = 30, warmup = 3;
-  double confidence = 0.95;
-  double max_seconds = 0;
-  uint64_t seed = 0;
+  bench::BenchOptions bench;  // rounds, warmup, confidence, max_seconds, seed: the library's defaults
   std::vector<std::string> input_shapes;
 };
 
