@@ -68,11 +68,20 @@ Expected<std::unique_ptr<torch::serialize::InputArchive>> open(const std::string
 Status save(const std::string& path, nets::PolicyNet& net, const torch::optim::Optimizer* opt, const nlohmann::json& meta) {
   nlohmann::json m = meta;
   if (!m.contains("kind")) m["kind"] = "policy";
+  m["op_vocab"] = net->encoder->op_vocab;
   return save(path, Modules{{"model", net.get()}}, opt, m);
 }
 
 Status load(const std::string& path, nets::PolicyNet& net, torch::optim::Optimizer* opt) {
   return load(path, Modules{{"model", net.get()}}, opt);
+}
+
+Expected<int> op_vocab(const nlohmann::json& meta, const std::string& path) {
+  const auto v = meta.value("op_vocab", int64_t{kLegacyOpVocab});
+  if (v < 1 || v > op_vocab_size())
+    return Error::bad_input(path + ": the checkpoint knows " + std::to_string(v) + " op kinds, this build " +
+                            std::to_string(op_vocab_size()) + " (written by a newer rlflow?)");
+  return static_cast<int>(v);
 }
 
 Status save(const std::string& path, const Modules& modules, const torch::optim::Optimizer* opt, const nlohmann::json& meta) {

@@ -21,7 +21,12 @@ Expected<nlohmann::json> read_meta(const std::string& path);
 // Loads the weights (and optimiser and torch RNG state when `opt` is given).
 Status load(const std::string& path, const Modules& modules, torch::optim::Optimizer* opt);
 
-// The model-free agent: one PolicyNet stored as "model".
+// The op vocabulary (one-hot op slots, src/rl/features.cpp) the checkpoint's encoder was trained with:
+// meta["op_vocab"], or kLegacyOpVocab for a checkpoint older than the record. One from a build that
+// knows more ops than this one is a bad-input error.
+Expected<int> op_vocab(const nlohmann::json& meta, const std::string& path);
+
+// The model-free agent: one PolicyNet stored as "model"; its op vocabulary goes into the meta.
 Status save(const std::string& path, nets::PolicyNet& net, const torch::optim::Optimizer* opt, const nlohmann::json& meta);
 Status load(const std::string& path, nets::PolicyNet& net, torch::optim::Optimizer* opt);
 

@@ -264,7 +264,10 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const Rules
   if (!rules) return rules.error();
   w.rules = std::move(*rules);
   const int N = static_cast<int>(w.rules.size()), Z = meta->value("z_dim", 0);
-  w.encoder = nets::GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden, w.agent_cfg.gnn_rounds);
+  auto vocab = checkpoint::op_vocab(*meta, path);
+  if (!vocab) return vocab.error();
+  w.encoder = nets::GraphEncoder(node_feature_dim(*vocab), edge_feature_dim(), global_feature_dim(), w.agent_cfg.hidden,
+                                 w.agent_cfg.gnn_rounds);
   // A dream controller keeps member 0 only (what its real actor needs); a world model keeps them all.
   const int K = kind == "world-model" ? std::max(1, meta->value("ensemble", 1)) : 1;
   for (int k = 0; k < K; ++k)
@@ -476,7 +479,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
                {"seed", o.seed}, {"world_model", o.world_model}, {"reward_std", reward_std},
                {"counters", {{"update", sum.updates}, {"episodes", sum.dream_episodes}, {"env_steps", sum.dream_steps}}},
                {"real_score", sum.real_score}, {"dream_score", sum.dream_score}, {"dream_score_raw", sum.dream_score_raw},
-               {"ensemble", sum.ensemble}, {"uncertainty_penalty", o.uncertainty_penalty}};
+               {"ensemble", sum.ensemble}, {"uncertainty_penalty", o.uncertainty_penalty}, {"op_vocab", w->encoder->op_vocab}};
   if (auto s = checkpoint::save(o.out, {{"controller", ctrl.get()}, {"encoder", w->encoder.get()}, {"world_model", w->net.get()}}, &opt, meta);
       !s.ok())
     return s.error();

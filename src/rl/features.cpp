@@ -1,17 +1,21 @@
 // Graph featurisation. Every feature is scaled to roughly [0, 1] so graphs of different sizes
 // and devices look alike to one network.
 //
-// Node (node_feature_dim() = kNumOpKinds + 23):
-//   op kind one-hot | fused activation one-hot (4) |
+// Node (node_feature_dim() = op_vocab_size() + 23):
+//   op kind one-hot over op_vocabulary() | fused activation one-hot (4) |
 //   kernel h/7, kernel w/7, stride h/4, stride w/4, any padding, log2(group)/10, dilated |
 //   output: rank/6, log2(1+d)/16 of the last four dims (right-aligned), log2(1+numel)/32, outputs/4 |
 //   cost share (node cost / initial graph cost * 10), log1p(node cost in us)/10 |
 //   folds at export (all inputs constant), is a graph output, log2(1+consumers)/4
 // Edge (edge_feature_dim() = 9): the tensor on the edge: rank/6, log2(1+d)/16 of the last four
 //   dims, log2(1+numel)/32, constant, consumer input slot/4, producer output index/4
+// The one-hot's slots are an append-only list of op names, not the OpKind enum: a network records how
+// many slots it was trained with (its op vocabulary), and nets::fit_node_features folds the slots of
+// ops added since into its Opaque slot, so adding an op leaves every trained agent's input as it was.
 // Global (global_feature_dim() = 4): cost / initial cost, log10(initial cost in us)/6,
 //   step / max steps, log2(1+nodes)/12
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "rlflow/cost/cost_model.h"
@@ -22,6 +26,33 @@ namespace rlflow::rl {
 namespace {
 
 constexpr int kNodeExtra = 4 + 7 + 7 + 2 + 3;
+
+// Append new ops at the end, never in between, and never remove one: a slot's meaning is fixed once an
+// agent has been trained with it. The first kLegacyOpVocab are the OpKinds of the time before
+// checkpoints recorded their vocabulary, in that enum's order.
+constexpr std::string_view kOpVocabulary[] = {
+    "Input",      "Weight",    "Constant",     "Conv",       "MatMul",      "Gemm",      "Add",     "Sub",     "Mul",
+    "Div",        "Pow",       "Sqrt",         "Relu",       "Sigmoid",     "Tanh",      "Erf",     "Clip",    "Softmax",
+    "LayerNorm",  "ReduceMean", "BatchNorm",   "MaxPool",    "AveragePool", "GlobalAveragePool", "Concat", "Split",
+    "Transpose",  "Reshape",   "Flatten",      "Pad",        "Slice",       "Gather",    "Squeeze", "Unsqueeze",
+    "Enlarge",    "ScalarMul", "Cast",         "Gelu",       "HardSigmoid", "HardSwish", "Opaque",
+};
+constexpr int kVocab = static_cast<int>(std::size(kOpVocabulary));
+static_assert(kVocab >= kLegacyOpVocab);
+
+// OpKind -> slot, by name; an op missing from the vocabulary (a bug the features test catches) is Opaque.
+const std::array<int, ir::kNumOpKinds>& slots() {
+  static const auto table = [] {
+    std::array<int, ir::kNumOpKinds> t{};
+    for (int k = 0; k < ir::kNumOpKinds; ++k) {
+      const auto name = ir::op_name(static_cast<ir::OpKind>(k));
+      const auto* it = std::find(std::begin(kOpVocabulary), std::end(kOpVocabulary), name);
+      t[static_cast<size_t>(k)] = it == std::end(kOpVocabulary) ? kOpaqueSlot : static_cast<int>(it - std::begin(kOpVocabulary));
+    }
+    return t;
+  }();
+  return table;
+}
 constexpr int kEdgeDim = 9;
 constexpr int kGlobalDim = 4;
 
@@ -63,7 +94,11 @@ void param_features(const ir::Graph& g, const ir::Node& n, float* out) {
 
 }  // namespace
 
-int node_feature_dim() { return ir::kNumOpKinds + kNodeExtra; }
+int op_vocab_size() { return kVocab; }
+std::string_view op_vocab_name(int slot) { return slot >= 0 && slot < kVocab ? kOpVocabulary[slot] : std::string_view{}; }
+int op_feature_slot(ir::OpKind k) { return slots()[static_cast<size_t>(k)]; }
+int node_feature_dim(int op_vocab) { return op_vocab + kNodeExtra; }
+int node_feature_dim() { return node_feature_dim(kVocab); }
 int edge_feature_dim() { return kEdgeDim; }
 int global_feature_dim() { return kGlobalDim; }
 
@@ -97,8 +132,8 @@ GraphFeatures featurize(const ir::Graph& g, const std::vector<double>& node_cost
   for (size_t i = 0; i < g.size(); ++i) {
     const auto& n = g.node(static_cast<ir::NodeId>(i));
     float* x = &f.nodes[i * static_cast<size_t>(nd)];
-    x[static_cast<int>(n.kind)] = 1.f;
-    float* r = x + ir::kNumOpKinds;
+    x[op_feature_slot(n.kind)] = 1.f;
+    float* r = x + kVocab;
     if (const auto* c = std::get_if<ir::ConvParams>(&n.params)) r[static_cast<int>(c->act)] = 1.f;
     param_features(g, n, r + 4);
     if (!n.outputs.empty()) shape_features(n.outputs[0].shape, r + 11);

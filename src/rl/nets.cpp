@@ -54,6 +54,15 @@ GraphBatch make_batch(const std::vector<const GraphFeatures*>& graphs) {
   return b;
 }
 
+torch::Tensor fit_node_features(const torch::Tensor& x, int op_vocab) {
+  const int64_t now = op_vocab_size();
+  if (op_vocab >= now) return x;
+  using torch::indexing::Slice;
+  auto known = x.index({Slice(), Slice(0, op_vocab)}).clone();
+  known.select(1, kOpaqueSlot).add_(x.index({Slice(), Slice(op_vocab, now)}).sum(1));
+  return torch::cat({known, x.index({Slice(), Slice(now, torch::indexing::None)})}, 1);
+}
+
 torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& index, int64_t segments) {
   auto out = torch::zeros({segments, values.size(1)}, values.options());
   return out.index_add_(0, index, values);
@@ -64,7 +73,8 @@ torch::Tensor segment_mean(const torch::Tensor& values, const torch::Tensor& ind
   return segment_sum(values, index, segments) / count.clamp_min(1.0).unsqueeze(1);
 }
 
-GraphEncoderImpl::GraphEncoderImpl(int node_dim, int edge_dim, int global_dim, int h, int r) : hidden(h), rounds(r) {
+GraphEncoderImpl::GraphEncoderImpl(int node_dim, int edge_dim, int global_dim, int h, int r)
+    : hidden(h), rounds(r), op_vocab(node_dim - (node_feature_dim() - op_vocab_size())) {
   node_in = register_module("node_in", torch::nn::Linear(node_dim, h));
   edge_in = register_module("edge_in", torch::nn::Linear(edge_dim, h));
   global_in = register_module("global_in", torch::nn::Linear(global_dim, h));
@@ -86,7 +96,7 @@ GraphEncoderImpl::GraphEncoderImpl(int node_dim, int edge_dim, int global_dim, i
 
 GraphEncoderImpl::Out GraphEncoderImpl::forward(const GraphBatch& b) {
   const int64_t N = b.x.size(0), B = b.batch;
-  auto v = torch::relu(node_in->forward(b.x));
+  auto v = torch::relu(node_in->forward(fit_node_features(b.x, op_vocab)));
   auto e = torch::relu(edge_in->forward(b.e));
   auto u = torch::relu(global_in->forward(b.u));
   for (int k = 0; k < rounds; ++k) {
@@ -113,8 +123,8 @@ torch::Tensor masked_entropy(const torch::Tensor& logp, const torch::Tensor& mas
   return -(logp.exp() * logp).masked_fill(mask.logical_not(), 0.0).sum(-1);
 }
 
-PolicyNetImpl::PolicyNetImpl(int n, int h, int rounds) : num_xfers(n), hidden(h) {
-  encoder = register_module("encoder", GraphEncoder(node_feature_dim(), edge_feature_dim(), global_feature_dim(), h, rounds));
+PolicyNetImpl::PolicyNetImpl(int n, int h, int rounds, int op_vocab) : num_xfers(n), hidden(h) {
+  encoder = register_module("encoder", GraphEncoder(node_feature_dim(op_vocab), edge_feature_dim(), global_feature_dim(), h, rounds));
   xfer_head = register_module("xfer_head", mlp(h, h, n + 1));
   value_head = register_module("value_head", mlp(h, h, 1));
   location_head = register_module("location_head", mlp(3 * h, h, 1));

@@ -26,6 +26,10 @@ struct LocationIndex {
   int64_t L = 0;
 };
 
+// Node features [N, node_feature_dim()] as a network with `op_vocab` op slots sees them: the slots of
+// ops added after it was trained are folded into its Opaque slot (see src/rl/features.cpp).
+torch::Tensor fit_node_features(const torch::Tensor& x, int op_vocab);
+
 // Sum over segments with index_add_ (the GN aggregation); mean divides by the counts.
 torch::Tensor segment_sum(const torch::Tensor& values, const torch::Tensor& index, int64_t segments);
 torch::Tensor segment_mean(const torch::Tensor& values, const torch::Tensor& index, int64_t segments);
@@ -41,6 +45,7 @@ struct GraphEncoderImpl : torch::nn::Module {
   Out forward(const GraphBatch& b);
 
   int hidden, rounds;
+  int op_vocab;  // op one-hot slots the node input was built for: node_dim - the other node features
   torch::nn::Linear node_in{nullptr}, edge_in{nullptr}, global_in{nullptr};
   torch::nn::ModuleList edge_mlps, node_mlps, global_mlps, edge_norms, node_norms, global_norms;
 };
@@ -54,7 +59,8 @@ torch::Tensor masked_entropy(const torch::Tensor& logp, const torch::Tensor& mas
 // The hierarchical actor-critic: xfer head over N + 1 (last = NO-OP), location head conditioned
 // on the chosen xfer and the matched nodes' embeddings, value head. All trained end to end.
 struct PolicyNetImpl : torch::nn::Module {
-  PolicyNetImpl(int num_xfers, int hidden, int rounds);
+  // op_vocab: the op slots of the checkpoint it will load (op_vocab_size() for a new network).
+  PolicyNetImpl(int num_xfers, int hidden, int rounds, int op_vocab = op_vocab_size());
   GraphEncoderImpl::Out encode(const GraphBatch& b) { return encoder->forward(b); }
   torch::Tensor xfer_logits(const torch::Tensor& global);  // [B, N + 1]
   torch::Tensor value(const torch::Tensor& global);        // [B]

@@ -251,7 +251,7 @@ Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOpt
   if (info->kind != "policy") return Error::bad_input(o.agent_path + ": not an agent (a " + info->kind + "); train one with train-agent");
   auto rules = lookup_rules(lib, info->rules, o.agent_path);
   if (!rules) return rules.error();
-  nets::PolicyNet net(static_cast<int>(rules->size()), info->config.hidden, info->config.gnn_rounds);
+  nets::PolicyNet net(static_cast<int>(rules->size()), info->config.hidden, info->config.gnn_rounds, info->op_vocab);
   if (auto st = checkpoint::load(o.agent_path, net, nullptr); !st.ok()) return st.error();
   return combine(std::make_unique<RlOptimizer>(info->config, std::move(*rules), model, std::move(net), o), o, model);
 }

@@ -192,6 +192,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   Counters c;
   std::mt19937_64 rng(o.seed);
   json resumed;
+  int op_vocab = op_vocab_size();  // a resumed agent keeps the vocabulary it was trained with
   if (o.resume) {
     auto meta = checkpoint::read_meta(o.out);
     if (!meta) return meta.error().with_context("--resume");
@@ -202,6 +203,9 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     if (!saved) return saved.error();
     if (to_yaml(*saved) != to_yaml(cfg)) spdlog::warn("--resume: continuing with the checkpoint's config, not the one given");
     cfg = *saved;
+    auto vocab = checkpoint::op_vocab(resumed, o.out);
+    if (!vocab) return vocab.error();
+    op_vocab = *vocab;
   }
   torch::set_num_threads(cfg.torch_threads);
   auto net = [&] {
@@ -210,7 +214,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     static std::mutex init;
     std::lock_guard<std::mutex> lock(init);
     torch::manual_seed(o.seed);
-    return nets::PolicyNet(static_cast<int>(o.rules.size()), cfg.hidden, cfg.gnn_rounds);
+    return nets::PolicyNet(static_cast<int>(o.rules.size()), cfg.hidden, cfg.gnn_rounds, op_vocab);
   }();
   torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(cfg.learning_rate));
   if (o.resume) {
@@ -365,6 +369,9 @@ Expected<AgentInfo> read_agent_info(const std::string& path) {
   info.config = *cfg;
   info.rules = meta->value("rules", std::vector<std::string>{});
   info.models = meta->value("models", std::vector<std::string>{});
+  auto vocab = checkpoint::op_vocab(*meta, path);
+  if (!vocab) return vocab.error();
+  info.op_vocab = *vocab;
   info.seed = meta->value("seed", uint64_t{0});
   Counters c;
   counters_from(meta->value("counters", json::object()), c);

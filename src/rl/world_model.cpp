@@ -228,7 +228,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     for (const auto* r : rules) names.push_back(r->name);
     if (names != info->rules) return Error::bad_input(o.encoder_agent + ": the agent was trained with other rules than these");
     acfg = info->config;
-    agent = nets::PolicyNet(static_cast<int>(rules.size()), acfg.hidden, acfg.gnn_rounds);
+    agent = nets::PolicyNet(static_cast<int>(rules.size()), acfg.hidden, acfg.gnn_rounds, info->op_vocab);
     if (auto st = checkpoint::load(o.encoder_agent, agent, nullptr); !st.ok()) return st.error();
     encoder_source = o.encoder_agent;
   }
@@ -343,7 +343,8 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   int start_epoch = 0;
   json meta_base = {{"kind", "world-model"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(acfg)}, {"rules", rule_names},
                     {"models", model_names}, {"z_dim", Z}, {"encoder_source", encoder_source}, {"encoder", fp},
-                    {"reward_std", reward_std}, {"data", data_path}, {"seed", o.seed}, {"ensemble", cfg.ensemble}};
+                    {"reward_std", reward_std}, {"data", data_path}, {"seed", o.seed}, {"ensemble", cfg.ensemble},
+                    {"op_vocab", encoder->op_vocab}};
   WorldModelMetrics last;
   if (o.resume) {
     auto meta = checkpoint::read_meta(o.out);

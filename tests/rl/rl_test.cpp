@@ -56,16 +56,17 @@ TEST(RlFeatures, LayoutMatchesTheGraph) {
   for (const auto& n : g.nodes()) edges += static_cast<int>(n.inputs.size());
   ASSERT_EQ(f.num_edges, edges);
   ASSERT_EQ(f.edges.size(), static_cast<size_t>(edges * rl::edge_feature_dim()));
+  const int vocab = rl::op_vocab_size();
   for (size_t i = 0; i < g.size(); ++i) {
     // exactly one op kind is hot, the node's own
     int hot = 0;
-    for (int k = 0; k < kNumOpKinds; ++k) hot += f.nodes[i * nd + k] == 1.f;
+    for (int k = 0; k < vocab; ++k) hot += f.nodes[i * nd + k] == 1.f;
     EXPECT_EQ(hot, 1);
-    EXPECT_EQ(f.nodes[i * nd + static_cast<int>(g.node(static_cast<NodeId>(i)).kind)], 1.f);
+    EXPECT_EQ(f.nodes[i * nd + rl::op_feature_slot(g.node(static_cast<NodeId>(i)).kind)], 1.f);
   }
   for (int e = 0; e < f.num_edges; ++e) EXPECT_LT(f.src[e], f.dst[e]);  // topological order
   // The concat's cost share is 0.5 / 4 * 10; graph output flag set; global features.
-  const float* last = &f.nodes[(g.size() - 1) * nd + kNumOpKinds];
+  const float* last = &f.nodes[(g.size() - 1) * nd + vocab];
   EXPECT_FLOAT_EQ(last[18], 0.5f / 4.f * 10.f);
   EXPECT_EQ(last[21], 1.f);
   ASSERT_EQ(f.global.size(), static_cast<size_t>(rl::global_feature_dim()));
@@ -73,6 +74,48 @@ TEST(RlFeatures, LayoutMatchesTheGraph) {
   EXPECT_FLOAT_EQ(f.global[2], 0.25f);
   for (float v : f.nodes) EXPECT_TRUE(std::isfinite(v));
 }
+
+// Every op has a slot of its own name, and the slots of the vocabulary before it was recorded keep
+// the places they had (the enum order of that time), so old agents read them as they were trained.
+TEST(RlFeatures, OpVocabularyIsStable) {
+  EXPECT_GE(rl::op_vocab_size(), rl::kLegacyOpVocab);
+  EXPECT_EQ(rl::op_vocab_name(rl::kOpaqueSlot), "Opaque");
+  EXPECT_EQ(rl::op_vocab_name(0), "Input");
+  EXPECT_EQ(rl::op_vocab_name(rl::kLegacyOpVocab - 2), "HardSwish");
+  EXPECT_EQ(rl::op_vocab_name(rl::op_vocab_size()), "");
+  std::vector<int> seen(static_cast<size_t>(rl::op_vocab_size()), 0);
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const auto kind = static_cast<OpKind>(k);
+    const int slot = rl::op_feature_slot(kind);
+    ASSERT_GE(slot, 0);
+    ASSERT_LT(slot, rl::op_vocab_size());
+    EXPECT_EQ(rl::op_vocab_name(slot), op_name(kind));
+    EXPECT_EQ(++seen[static_cast<size_t>(slot)], 1) << op_name(kind);
+  }
+  EXPECT_EQ(rl::node_feature_dim(), rl::node_feature_dim(rl::op_vocab_size()));
+  EXPECT_EQ(rl::node_feature_dim() - rl::node_feature_dim(rl::kLegacyOpVocab), rl::op_vocab_size() - rl::kLegacyOpVocab);
+}
+
+// The shipped agent was saved before checkpoints recorded their op vocabulary: it reads as the
+// legacy vocabulary, loads into a network of that size, and runs on today's features.
+TEST(RlFeatures, ShippedAgentLoadsWithItsOwnVocabulary) {
+  const std::string path = std::string(RLFLOW_SOURCE_DIR) + "/configs/agents/zoo-h100.pt";
+  auto info = rl::read_agent_info(path);
+  ASSERT_TRUE(info) << info.error().message;
+  ASSERT_EQ(info->kind, "policy");
+  EXPECT_EQ(info->op_vocab, rl::kLegacyOpVocab);
+  rl::nets::PolicyNet net(static_cast<int>(info->rules.size()), info->config.hidden, info->config.gnn_rounds, info->op_vocab);
+  ASSERT_TRUE(rl::checkpoint::load(path, net, nullptr).ok());
+  auto g = fire_modules(1);
+  auto f = rl::featurize(g, std::vector<double>(g.size(), 0.01), 1.0, 1.0, 0.0);
+  torch::NoGradGuard no_grad;
+  auto enc = net->encode(rl::nets::make_batch({&f}));
+  EXPECT_EQ(enc.nodes.size(0), static_cast<int64_t>(g.size()));
+  EXPECT_TRUE(torch::isfinite(enc.global).all().item<bool>());
+  // A checkpoint from a build with more op kinds than this one is refused by name.
+  EXPECT_FALSE(rl::checkpoint::op_vocab(nlohmann::json{{"op_vocab", rl::op_vocab_size() + 1}}, "future.pt"));
+}
+
 
 TEST(RlEnvironment, MasksComeFromTheMatcher) {
   auto g = fire_modules(2);

@@ -70,6 +70,7 @@ struct AgentInfo {
   PpoConfig config;
   std::vector<std::string> rules;
   std::vector<std::string> models;
+  int op_vocab = 0;  // one-hot op slots of its encoder (src/rl/features.cpp)
   int64_t updates = 0, episodes = 0, env_steps = 0;
   uint64_t seed = 0;
 };

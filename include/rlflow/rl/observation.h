@@ -3,6 +3,7 @@
 // networks. Costs are relative to the episode's initial cost so one agent serves many models.
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "rlflow/ir/graph.h"
@@ -11,7 +12,16 @@
 namespace rlflow::rl {
 
 // Feature layout (documented in src/rl/features.cpp).
-int node_feature_dim();
+int node_feature_dim();              // at the current op vocabulary
+int node_feature_dim(int op_vocab);  // as a network trained with `op_vocab` one-hot op slots sees it
+
+// The op one-hot's slots: an append-only list of op names, so a slot keeps its meaning when ops are
+// added. Checkpoints record the number of slots their network was trained with ("op_vocab").
+inline constexpr int kLegacyOpVocab = 41;  // checkpoints written before the vocabulary was recorded
+inline constexpr int kOpaqueSlot = 40;     // where a network sees the ops it never knew
+int op_vocab_size();                       // slots known to this build
+std::string_view op_vocab_name(int slot);  // "" past the end
+int op_feature_slot(ir::OpKind k);
 int edge_feature_dim();
 int global_feature_dim();
 
