@@ -5,7 +5,9 @@
 A test is selected when every op in its model is in --ops (default: the ops
 rlflow supports). Exit status of rlflow run: 0 = pass, 4 = mismatch (failed),
 3 = unsupported (counted separately, not a failure); anything else, a crash, a
-timeout or missing/invalid JSON on stdout is a failure.
+timeout or missing/invalid JSON on stdout is a failure. A test in KNOWN_FAILURES
+(an executor defect, with its reason) that fails is a known failure, counted
+separately; one that passes is a failure, so that the list is kept short.
 
     scripts/node_tests                          # default op set
     scripts/node_tests --ops Conv Relu -k pads  # only Conv/Relu tests whose name contains 'pads'
@@ -46,6 +48,20 @@ DEFAULT_OPS = (
 ).split()
 
 
+# Executor defects the node tests of onnx 1.19.1 found, each with its reason. Remove an entry when the
+# executor is fixed (a listed test that passes fails the run).
+_AVGPOOL_CEIL = ("AveragePool, count_include_pad=1 with a ceil_mode window that overhangs the input: rlflow divides by "
+                 "the whole kernel (src/exec/onnx_ops.cpp average_pool, as onnx 1.16's reference did); onnx >= 1.19's "
+                 "reference, onnxruntime 1.32 and PyTorch count only the input and the explicit pads")
+_TOPK_TIES = ("TopK with equal values: at::topk does not put the lower index first, as the ONNX spec (TopK-11 on) "
+              "requires (src/exec/onnx_ops.cpp TopK)")
+KNOWN_FAILURES: Dict[str, str] = {
+    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True": _AVGPOOL_CEIL,
+    "test_top_k_same_values": _TOPK_TIES,
+    "test_top_k_same_values_2d": _TOPK_TIES,
+    "test_top_k_same_values_largest": _TOPK_TIES,
+}
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -57,7 +73,7 @@ class Case:
     ops: List[str]
     opset: int
     ir_version: int
-    status: str = "not run"  # passed | failed | unsupported
+    status: str = "not run"  # passed | failed | unsupported | known_failure
     exit_code: Optional[int] = None
     max_abs_diff: Optional[float] = None
     seconds: float = 0.0
@@ -123,7 +139,7 @@ def run_case(case: Case, binary: str, atol: Optional[float], rtol: Optional[floa
     except subprocess.TimeoutExpired:
         case.seconds = time.perf_counter() - t0
         case.status, case.message = "failed", f"timeout after {timeout:.0f} s"
-        return case
+        return known(case)
     except OSError as e:
         case.status, case.message = "failed", f"cannot run {binary}: {e}"
         return case
@@ -158,26 +174,40 @@ def run_case(case: Case, binary: str, atol: Optional[float], rtol: Optional[floa
         case.status = "failed"
         sig = f" (signal {-p.returncode})" if p.returncode < 0 else ""
         case.message = f"exit {p.returncode}{sig}: {case.message}"
+    return known(case)
+
+
+def known(case: Case) -> Case:
+    """Applies KNOWN_FAILURES: a listed failure is expected (with its reason); a listed pass is not."""
+    reason = KNOWN_FAILURES.get(case.name)
+    if reason is None:
+        return case
+    if case.status == "failed":
+        case.status, case.message = "known_failure", f"{reason} ({case.message})"
+    elif case.status == "passed":
+        case.status, case.message = "failed", "passes but is listed in KNOWN_FAILURES: remove it there"
     return case
 
 
 def print_table(cases: List[Case], out=sys.stdout) -> Dict[str, int]:
-    rows: Dict[str, Dict[str, int]] = defaultdict(lambda: {"cases": 0, "passed": 0, "failed": 0, "unsupported": 0})
+    rows: Dict[str, Dict[str, int]] = defaultdict(
+        lambda: {"cases": 0, "passed": 0, "failed": 0, "unsupported": 0, "known_failure": 0})
     for c in cases:
         r = rows[c.op]
         r["cases"] += 1
         r[c.status] = r.get(c.status, 0) + 1
-    totals = {k: sum(r[k] for r in rows.values()) for k in ("cases", "passed", "failed", "unsupported")}
+    totals = {k: sum(r[k] for r in rows.values()) for k in ("cases", "passed", "failed", "unsupported", "known_failure")}
     w = max([len("op"), len("total")] + [len(op) for op in rows])
-    header = f"{'op':<{w}}  {'cases':>5}  {'passed':>6}  {'failed':>6}  {'unsupported':>11}"
+    header = f"{'op':<{w}}  {'cases':>5}  {'passed':>6}  {'failed':>6}  {'unsupported':>11}  {'known failure':>13}"
     print(header, file=out)
     print("-" * len(header), file=out)
     for op in sorted(rows):
         r = rows[op]
-        print(f"{op:<{w}}  {r['cases']:>5}  {r['passed']:>6}  {r['failed']:>6}  {r['unsupported']:>11}", file=out)
+        print(f"{op:<{w}}  {r['cases']:>5}  {r['passed']:>6}  {r['failed']:>6}  {r['unsupported']:>11}  "
+              f"{r['known_failure']:>13}", file=out)
     print("-" * len(header), file=out)
     print(f"{'total':<{w}}  {totals['cases']:>5}  {totals['passed']:>6}  {totals['failed']:>6}  "
-          f"{totals['unsupported']:>11}", file=out)
+          f"{totals['unsupported']:>11}  {totals['known_failure']:>13}", file=out)
     return {"per_op": dict(rows), **totals}
 
 
@@ -258,12 +288,13 @@ def main(argv: List[str]) -> int:
             "node_test_root": str(root),
             "ops": sorted(args.ops),
             "skipped": skipped,
+            "known_failures": KNOWN_FAILURES,
             "wall_s": wall,
             "summary": summary,
             "tests": [asdict(c) for c in cases],
         }
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{summary['passed']} passed, {summary['failed']} failed")
+    print(f"{summary['passed']} passed, {summary['failed']} failed, {summary['known_failure']} known failures (KNOWN_FAILURES)")
     # --all measures coverage: failures there are findings to report, not a broken build.
     return 1 if summary["failed"] and not args.all else 0
 
