@@ -48,19 +48,11 @@ DEFAULT_OPS = (
 ).split()
 
 
-# Executor defects the node tests of onnx 1.19.1 found, each with its reason. Remove an entry when the
-# executor is fixed (a listed test that passes fails the run).
-_AVGPOOL_CEIL = ("AveragePool, count_include_pad=1 with a ceil_mode window that overhangs the input: rlflow divides by "
-                 "the whole kernel (src/exec/onnx_ops.cpp average_pool, as onnx 1.16's reference did); onnx >= 1.19's "
-                 "reference, onnxruntime 1.32 and PyTorch count only the input and the explicit pads")
-_TOPK_TIES = ("TopK with equal values: at::topk does not put the lower index first, as the ONNX spec (TopK-11 on) "
-              "requires (src/exec/onnx_ops.cpp TopK)")
-KNOWN_FAILURES: Dict[str, str] = {
-    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True": _AVGPOOL_CEIL,
-    "test_top_k_same_values": _TOPK_TIES,
-    "test_top_k_same_values_2d": _TOPK_TIES,
-    "test_top_k_same_values_largest": _TOPK_TIES,
-}
+# Executor defects the node tests found, each with its reason. Remove an entry when the executor is
+# fixed (a listed test that passes fails the run). The four onnx 1.19.1 found (AveragePool's divisor
+# with count_include_pad and a ceil_mode overhang; TopK's order among equal values) were fixed on
+# 2026-11-26.
+KNOWN_FAILURES: Dict[str, str] = {}
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -852,12 +852,13 @@ Outs average_pool(const OnnxCall& c) {
                            std::vector<int64_t>(nsp, 0), x.size(1));
   };
   at::Tensor sum = window_sum(pad_spatial(x, g, true, 0.0));
-  // The divisor: with count_include_pad the whole kernel (even where a ceil_mode window overhangs,
-  // as the ONNX reference computes it), else the input elements the window covers.
+  // The divisor: with count_include_pad the input and its explicit pads that the window covers, but
+  // not a ceil_mode window's overhang beyond them (onnx 1.19's reference, onnxruntime 1.32 and
+  // PyTorch; onnx 1.16's test data divided by the whole kernel); else the input elements alone.
   if (c.a.i("count_include_pad", 0) != 0) {
-    double taps = 1;
-    for (auto v : g.k) taps *= static_cast<double>(v);
-    return one(sum / taps);
+    std::vector<int64_t> overhang;
+    for (size_t i = g.extra.size(); i-- > 0;) overhang.insert(overhang.end(), {0, g.extra[i]});
+    return one(sum / window_sum(at::constant_pad_nd(pad_spatial(at::ones_like(x), g, false, 1.0), overhang, 0.0)));
   }
   return one(sum / window_sum(pad_spatial(at::ones_like(x), g, true, 0.0)));
 }
@@ -1007,8 +1008,11 @@ const std::unordered_map<std::string, Entry>& table() {
     m["TopK"] = {[](const OnnxCall& c) {
                    const at::Tensor& x = c.x(0);
                    const int64_t k = c.opset >= 10 ? scalar_i(c.x(1)) : c.a.i("k", 1);
-                   auto [v, i] = at::topk(x, k, norm_axis(c.a.i("axis", -1), x.dim()), c.a.i("largest", 1) != 0, true);
-                   return Outs{v, i};
+                   // Among equal values the lower index comes first (TopK-11): a stable sort gives that
+                   // order, which at::topk does not promise.
+                   const int64_t axis = norm_axis(c.a.i("axis", -1), x.dim());
+                   auto [v, i] = at::sort(x, /*stable=*/true, axis, /*descending=*/c.a.i("largest", 1) != 0);
+                   return Outs{v.narrow(axis, 0, k), i.narrow(axis, 0, k)};
                  },
                  nullptr};
     m["CumSum"] = {cumsum, nullptr};

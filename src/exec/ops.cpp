@@ -120,12 +120,12 @@ at::Tensor pool(const ir::Node& n, const at::Tensor& x) {
       return sp == 2 ? at::avg_pool2d(t, k, s, {0, 0}, p.ceil_mode, true, 1)
                      : at::avg_pool3d(t, k, s, {0, 0, 0}, p.ceil_mode, true, 1);
     };
-    // Divisor per window, as onnxruntime and the ONNX reference define it: the whole kernel with
-    // count_include_pad (even where a ceil_mode window overhangs), else the real input elements.
+    // Divisor per window, as onnx 1.19's reference and onnxruntime 1.32 define it: with
+    // count_include_pad the input and its explicit pads (a ceil_mode window's overhang beyond them
+    // does not count; ATen's windows stop at the padded tensor's edge), else the input alone.
     if (p.count_include_pad) {
-      double kprod = 1;
-      for (auto v : p.kernel) kprod *= static_cast<double>(v);
-      out = sum(xp) / kprod;
+      at::Tensor ones = at::ones_like(in.select(0, 0).select(0, 0)).unsqueeze(0).unsqueeze(0);
+      out = sum(xp) / sum(at::constant_pad_nd(ones, pad_vec, 1.0));
     } else {
       at::Tensor ones = at::ones_like(in.select(0, 0).select(0, 0)).unsqueeze(0).unsqueeze(0);
       out = sum(xp) / sum(at::constant_pad_nd(ones, pad_vec, 0.0));

@@ -252,9 +252,9 @@ TEST(Executor, AveragePoolCeilModeOverhang) {
   Shape s;
   expect_near(run_pool(OpKind::kAveragePool, x, pool({1, 3}, {1, 2}, {0, 1, 0, 1}, true, false), &s), {1.5, 3, 4});
   EXPECT_EQ(s, (Shape{1, 1, 1, 3}));
-  // With count_include_pad the divisor is the whole kernel, overhang included, as in onnxruntime
-  // and the ONNX reference evaluator: the last window is (4 + 0) / 3.
-  expect_near(run_pool(OpKind::kAveragePool, x, pool({1, 3}, {1, 2}, {0, 1, 0, 1}, true, true)), {1, 3, 4.0 / 3.0});
+  // With count_include_pad the divisor counts the input and the explicit pads, not the ceil overhang,
+  // as onnx 1.19's reference and onnxruntime 1.32 do: the last window is (4 + 0) / 2.
+  expect_near(run_pool(OpKind::kAveragePool, x, pool({1, 3}, {1, 2}, {0, 1, 0, 1}, true, true)), {1, 3, 2});
 }
 
 TEST(Executor, MaxPoolPaddingIsNegativeInfinity) {
