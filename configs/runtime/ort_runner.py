@@ -2,7 +2,7 @@
 """onnxruntime behind rlflow's `bench --target ort`: a long-lived helper process.
 
 rlflow starts it once and talks to it in JSON lines on stdin/stdout, one reply per request:
-  {"cmd": "hello"}                                    -> {"ok": true, "onnxruntime": "1.19.2", "cores": 2}
+  {"cmd": "hello"}                                    -> {"ok": true, "onnxruntime": "1.32.0", "cores": 2}
   {"cmd": "load", "path": P, "threads": T, "seed": S,
    "inputs": [{"name": N, "shape": [...]}, ...]}      -> {"ok": true, "id": K}
   {"cmd": "run", "id": K, "n": R}                      -> {"ok": true, "ms": [R wall-clock times]}
