@@ -200,6 +200,24 @@ def tiny_layernorm17() -> onnx.ModelProto:
     return b.model("tiny_layernorm17", [vi("x", F, [1, 4, 32])], [vi("y", F, [1, 4, 32])], opset=17)
 
 
+def tiny_rmsnorm() -> onnx.ModelProto:
+    """LLaMA's RMSNorm as PyTorch's exporter writes HF LlamaRMSNorm at opset 17: the float32 casts
+    (no-ops here), x.pow(2).mean(-1, keepdim=True), rsqrt as Div(1, Sqrt(.)), then weight * x."""
+    b = Builder(seed=12)
+    b.node("MatMul", ["x", b.weight("w_in", [32, 32], 1 / math.sqrt(32))], "h")
+    b.node("Cast", ["h"], "h32", to=F)
+    b.node("Pow", ["h32", b.f32("two", 2.0)], "sq")
+    b.node("ReduceMean", ["sq"], "var", axes=[-1], keepdims=1)
+    b.node("Add", ["var", b.f32("eps", 1e-6)], "var_eps")
+    b.node("Sqrt", ["var_eps"], "rms")
+    b.node("Div", [b.f32("one", 1.0), "rms"], "inv_rms")
+    b.node("Mul", ["h32", "inv_rms"], "normed")
+    b.node("Cast", ["normed"], "normed_t", to=F)
+    b.node("Mul", [b.f32("norm.weight", 1 + 0.1 * b.rng.standard_normal(32)), "normed_t"], "n")
+    b.node("MatMul", ["n", b.weight("w_out", [32, 16], 1 / math.sqrt(32))], "y")
+    return b.model("tiny_rmsnorm", [vi("x", F, [1, 6, 32])], [vi("y", F, [1, 6, 16])], opset=17)
+
+
 def shape_chain() -> onnx.ModelProto:
     b = Builder(seed=5)
     b.node("Shape", ["x"], "shape")
@@ -264,6 +282,7 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_residual": tiny_residual,
     "tiny_attention": tiny_attention,
     "tiny_layernorm17": tiny_layernorm17,
+    "tiny_rmsnorm": tiny_rmsnorm,
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,
     "opaque_op": opaque_op,

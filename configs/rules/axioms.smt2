@@ -252,6 +252,11 @@
 ;; why: LayerNorm3 keeps its (first) input's shape.
 (assert (forall ((x T) (s T) (b T) (a Int) (e Real)) (! (= (shape (LayerNorm3 x s b a e)) (shape x)) :qid shape_LayerNorm3 :pattern ((shape (LayerNorm3 x s b a e))))))
 
+;; axiom: shape_RMSNorm
+;; group: shapes
+;; why: RMSNorm keeps its (first) input's shape.
+(assert (forall ((x T) (s T) (a Int) (e Real)) (! (= (shape (RMSNorm x s a e)) (shape x)) :qid shape_RMSNorm :pattern ((shape (RMSNorm x s a e))))))
+
 ;; axiom: shape_Add
 ;; group: shapes
 ;; why: Add broadcasts its inputs' shapes (numpy rules).

@@ -88,6 +88,17 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
       d.epsilon = p->epsilon;
       break;
     }
+    case OpKind::kRMSNorm: {
+      // Timed with the LayerNorm kernel without a bias: the same passes over x and the scale, one
+      // reduction more than RMSNorm needs, so an upper bound until it has a kernel of its own.
+      const auto* p = std::get_if<ir::NormParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      if (s.inputs.size() != 2) return Error::bad_input(d.label + ": RMSNorm expects 2 inputs");
+      d.kind = Kind::kLayerNorm;
+      d.axis = p->axis;
+      d.epsilon = p->epsilon;
+      break;
+    }
     case OpKind::kReduceMean: {
       const auto* p = std::get_if<ir::AxesParams>(&s.params);
       RLFLOW_TRY_STATUS(need(p));

@@ -2,6 +2,7 @@
 // a cost model answer to the runtime: onnxruntime already fuses Conv+Relu and folds
 // BatchNormalization into Conv, so a rewrite doing the same earns nothing there.
 #include "rlflow/cost/cost_model.h"
+#include "rlflow/ir/composites.h"
 
 namespace rlflow::cost {
 
@@ -123,6 +124,11 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
       }
     }
   }
+  // SimplifiedLayerNormFusion: onnxruntime turns the RMSNorm chain into one kernel, measured the same
+  // as the RMSNormalization op (0.98-1.02x, scripts/measure_fused_ops-2026-11-25.md). The chain is
+  // priced as its root, the scale Mul: one streaming pass over x, the scale and y, as the op is.
+  for (const auto& chain : ir::rms_norm_chains(g))
+    for (size_t k = 1; k < chain.size(); ++k) fused[static_cast<size_t>(chain[k])] = true;
   return fused;
 }
 

@@ -216,6 +216,12 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       if (in.size() > 2) y = y + in[2];
       return one(y);
     }
+    case OpKind::kRMSNorm: {
+      const auto& p = std::get<ir::NormParams>(n.params);
+      std::vector<int64_t> dims;
+      for (int64_t d = p.axis; d < in[0].dim(); ++d) dims.push_back(d);
+      return one(in[0] * at::rsqrt(in[0].square().mean(dims, true) + p.epsilon) * in[1]);
+    }
     case OpKind::kBatchNorm: {
       const auto& p = std::get<ir::NormParams>(n.params);
       return one(at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, p.epsilon, false));

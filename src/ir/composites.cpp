@@ -3,6 +3,8 @@
 #include <cmath>
 #include <optional>
 
+#include "rlflow/ir/shape_inference.h"
+
 namespace rlflow::ir {
 
 namespace {
@@ -221,6 +223,87 @@ class Matcher {
     return std::nullopt;
   }
 
+  // v through a Cast that changes nothing (HF's LlamaRMSNorm casts to float32 and back; at float32
+  // both are no-ops), the Cast joining the chain when it is interior.
+  ValueRef through_noop_cast(ValueRef v, std::vector<NodeId>* nodes) const {
+    const Node& n = node(v);
+    if (n.kind != OpKind::kCast || !interior(v.node) || g_.type(n.inputs[0]) != n.outputs[0]) return v;
+    nodes->push_back(v.node);
+    return n.inputs[0];
+  }
+
+  // 1 / s written as Div(1, s) (PyTorch's rsqrt) or Reciprocal(s) (an op the IR keeps opaque): returns s.
+  std::optional<ValueRef> reciprocal_of(ValueRef v) const {
+    const Node& n = node(v);
+    if (!interior(v.node)) return std::nullopt;
+    if (n.kind == OpKind::kDiv && scalar(n.inputs[0]) == 1.0) return n.inputs[1];
+    if (n.kind == OpKind::kOpaque && n.inputs.size() == 1) {
+      const auto& p = std::get<OpaqueParams>(n.params);
+      if ((p.domain.empty() || p.domain == "ai.onnx") && p.op_type == "Reciprocal") return n.inputs[0];
+    }
+    return std::nullopt;
+  }
+
+  // RMSNorm rooted at the scale Mul: x / sqrt(mean(x^2) + eps) * scale, the mean over the trailing
+  // axes, the division written as Div(x, rms) or as x * (1 / rms), the factors in either order.
+  std::optional<Node> rms_norm(NodeId root, std::vector<NodeId>* chain) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kMul || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype)) return std::nullopt;
+    const int64_t rank = r.outputs[0].rank();
+    for (int k = 0; k < 2; ++k) {
+      std::vector<NodeId> nodes{root};
+      const ValueRef scale = r.inputs[static_cast<size_t>(1 - k)];
+      if (node(scale).kind != OpKind::kWeight) continue;
+      const ValueRef normed = through_noop_cast(r.inputs[static_cast<size_t>(k)], &nodes);
+      const Node& nn = node(normed);
+      if (!interior(normed.node)) continue;
+      // normed = Div(x, rms) or Mul(x, 1 / rms)
+      std::optional<ValueRef> x, rms;
+      std::optional<NodeId> inverse;
+      if (nn.kind == OpKind::kDiv) {
+        x = nn.inputs[0];
+        rms = nn.inputs[1];
+      } else if (nn.kind == OpKind::kMul) {
+        for (int j = 0; j < 2 && !rms; ++j)
+          if (auto s = reciprocal_of(nn.inputs[static_cast<size_t>(j)])) {
+            x = nn.inputs[static_cast<size_t>(1 - j)];
+            rms = s;
+            inverse = nn.inputs[static_cast<size_t>(j)].node;
+          }
+      }
+      if (!x || !rms || g_.type(*x) != r.outputs[0]) continue;
+      const Node& sn = node(*rms);
+      if (sn.kind != OpKind::kSqrt || !interior(rms->node)) continue;
+      auto ms_eps = plus_constant(sn.inputs[0]);
+      if (!ms_eps) continue;
+      const ValueRef ms = ms_eps->first;
+      const Node& mn = node(ms);
+      if (mn.kind != OpKind::kReduceMean || !interior(ms.node)) continue;
+      const auto& ma = std::get<AxesParams>(mn.params);
+      if (!ma.keepdims || ma.axes.empty()) continue;
+      const int64_t axis = ma.axes.front();
+      bool trailing = ma.axes.back() == rank - 1;
+      for (size_t i = 0; i < ma.axes.size(); ++i) trailing = trailing && ma.axes[i] == axis + static_cast<int64_t>(i);
+      if (!trailing) continue;
+      // The square of x: Pow(x, 2) or Mul(x, x).
+      const ValueRef sq = mn.inputs[0];
+      const Node& qn = node(sq);
+      const bool square = (qn.kind == OpKind::kPow && qn.inputs[0] == *x && scalar(qn.inputs[1]) == 2.0) ||
+                          (qn.kind == OpKind::kMul && qn.inputs[0] == *x && qn.inputs[1] == *x);
+      if (!square || !interior(sq.node)) continue;
+      const Shape norm(r.outputs[0].shape.begin() + axis, r.outputs[0].shape.end());
+      const auto& st = g_.type(scale);
+      auto b = broadcast_shapes(st.shape, norm);
+      if (!b || *b != norm || st.dtype != r.outputs[0].dtype) continue;
+      nodes.push_back(normed.node);
+      if (inverse) nodes.push_back(*inverse);
+      nodes.insert(nodes.end(), {rms->node, sn.inputs[0].node, ms.node, sq.node});
+      *chain = std::move(nodes);
+      return fused_node(r, OpKind::kRMSNorm, NormParams{axis, ms_eps->second}, {*x, scale});
+    }
+    return std::nullopt;
+  }
+
   void claim(const std::vector<NodeId>& nodes) {
     for (auto id : nodes) claimed_[static_cast<size_t>(id)] = true;
   }
@@ -258,6 +341,10 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
       ++st.hard_swish;
       m.claim(chain);
       replace.emplace_back(id, std::move(*hs));
+    } else if (auto rn = v >= kRMSNormOpset ? m.rms_norm(id, &chain) : std::nullopt) {
+      ++st.rms_norm;
+      m.claim(chain);
+      replace.emplace_back(id, std::move(*rn));
     }
   }
   if (replace.empty()) return g;
@@ -265,6 +352,19 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
   for (auto& [id, n] : replace) out.mutable_node(id) = std::move(n);
   out = remove_dead_nodes(std::move(out));
   st.removed_nodes += static_cast<int>(g.num_ops() - out.num_ops());
+  return out;
+}
+
+std::vector<std::vector<NodeId>> rms_norm_chains(const Graph& g) {
+  Matcher m(g);
+  std::vector<std::vector<NodeId>> out;
+  for (size_t i = g.size(); i-- > 0;) {
+    std::vector<NodeId> chain;
+    if (m.rms_norm(static_cast<NodeId>(i), &chain)) {
+      m.claim(chain);
+      out.push_back(std::move(chain));
+    }
+  }
   return out;
 }
 

@@ -56,6 +56,8 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(HardSigmoid, "HardSigmoid", kElementwiseUnary, kVector),
     RLFLOW_OP(HardSwish, "HardSwish", kElementwiseUnary, kVector),
     RLFLOW_OP(Opaque, "", kOther, kOpaque),
+    // After Opaque: kinds are numbered in cost signatures (recorded cost tables), so new ones go last.
+    RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector),  // ONNX opset 23
 }};
 #undef RLFLOW_OP
 

@@ -250,6 +250,15 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       }
       return one(in[0]);
     }
+    case OpKind::kRMSNorm: {
+      RLFLOW_TRY_STATUS(need(2));
+      auto* p = get(NormParams{});
+      if (!p || p->axis < 0 || p->axis >= in[0].rank()) return fail(k, "bad axis");
+      const Shape norm(in[0].shape.begin() + p->axis, in[0].shape.end());
+      auto b = broadcast_shapes(in[1].shape, norm);
+      if (!b || *b != norm) return fail(k, "scale does not match the normalised shape");
+      return one(in[0]);
+    }
     case OpKind::kBatchNorm: {
       RLFLOW_TRY_STATUS(need(5));
       if (in[0].rank() < 2) return fail(k, "expects rank >= 2");

@@ -49,6 +49,8 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
       return 2.0 * out;
     case OpKind::kHardSwish:  // HardSigmoid, then a multiply
       return 3.0 * out;
+    case OpKind::kRMSNorm:  // square, sum, scale by 1/rms, scale by the weight
+      return 4.0 * out;
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:

@@ -377,6 +377,33 @@ Status Exporter::emit(NodeId id) {
       }
       return {};
     }
+    case OpKind::kRMSNorm: {
+      const auto& p = std::get<ir::NormParams>(n.params);
+      if (opset_ >= 23) {
+        auto* c = plain("RMSNormalization");
+        set_int(c, "axis", p.axis);
+        set_float(c, "epsilon", p.epsilon);
+        return {};
+      }
+      // Older opsets: x / sqrt(mean(x^2) + eps) * scale, the chain PyTorch writes (and
+      // ir::recognise_composites reads back); onnxruntime fuses it into SimplifiedLayerNormalization.
+      std::vector<int64_t> axes;
+      for (int64_t d = p.axis; d < n.outputs[0].rank(); ++d) axes.push_back(d);
+      Node anon;
+      const auto dt = n.outputs[0].dtype;
+      const std::string sq = fresh(out + "_sq"), ms = fresh(out + "_ms"), mse = fresh(out + "_mseps"), rms = fresh(out + "_rms"),
+                        normed = fresh(out + "_normed");
+      add_node("Pow", anon, {ins[0], scalar_like(2.0, dt == ir::DType::kBFloat16 ? ir::DType::kFloat32 : dt, out + "_two")}, {sq});
+      std::vector<std::string> rin{sq};
+      if (opset_ >= 18) rin.push_back(ints_initializer(axes, out + "_axes"));
+      auto* r = add_node("ReduceMean", anon, rin, {ms});
+      if (opset_ < 18) set_ints(r, "axes", axes);
+      add_node("Add", anon, {ms, scalar_like(p.epsilon, dt, out + "_eps")}, {mse});
+      add_node("Sqrt", anon, {mse}, {rms});
+      add_node("Div", anon, {ins[0], rms}, {normed});
+      add_node("Mul", anon, {normed, ins[1]}, {out});
+      return {};
+    }
     case OpKind::kBatchNorm: {
       set_float(plain("BatchNormalization"), "epsilon", std::get<ir::NormParams>(n.params).epsilon);
       return {};

@@ -874,6 +874,19 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(3));
     return done(emit(n, OpKind::kLayerNorm, ins, p));
   }
+  if (op == "RMSNormalization") {
+    if (extra_outputs_used(1)) return false;
+    // stash_type is the type the statistics are computed in: float32 (1) is what the executor and
+    // every runtime do for float inputs; another type would change the numbers.
+    if (const int64_t stash = attr_int(n, "stash_type", 1); stash != 1)
+      return Error::unsupported(label_ + ": node '" + n.name() + "' (RMSNormalization): stash_type " + std::to_string(stash) +
+                                " is not supported (only 1, float32)");
+    if (n.input_size() != 2) return bad_node(n, "expects 2 inputs (X, scale)");
+    auto ax = norm_axis(attr_int(n, "axis", -1), rank_of(0));
+    if (!ax) return ax.error();
+    RLFLOW_TRY_STATUS(take_present(2));
+    return done(emit(n, OpKind::kRMSNorm, ins, ir::NormParams{*ax, attr_float(n, "epsilon", 1e-5)}));
+  }
   if (op == "Softmax") {
     const int64_t r = rank_of(0);
     auto ax = norm_axis(attr_int(n, "axis", opset_ >= 13 ? -1 : 1), r);

@@ -18,7 +18,7 @@ std::string dims_str(const std::map<std::string, int64_t>& dims) {
 }
 
 json composites_json(const ir::CompositeStats& c) {
-  return {{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"hard_swish", c.hard_swish},
+  return {{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"hard_swish", c.hard_swish}, {"rms_norm", c.rms_norm},
           {"removed_nodes", c.removed_nodes}};
 }
 
@@ -137,8 +137,9 @@ void OptimiseReport::print(std::FILE* out) const {
       std::fprintf(out, "\n");
     }
     if (chosen && composites.total() > 0)
-      std::fprintf(out, "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish (%d nodes removed)\n", composites.gelu,
-                   composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.removed_nodes);
+      std::fprintf(out, "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish, %d RMSNorm (%d nodes removed)\n",
+                   composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.rms_norm,
+                   composites.removed_nodes);
     std::map<std::string, int> applied;
     for (const auto& s : steps) applied[s.rule]++;
     if (applied.empty()) std::fprintf(out, "rules applied: none\n");

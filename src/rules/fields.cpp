@@ -32,6 +32,7 @@ const FieldSpec& spec(OpKind k) {
       {OpKind::kPad, {{"pads", "mode"}, {"value"}}},
       {OpKind::kSlice, {{"starts", "ends", "axes", "steps"}, {}}},
       {OpKind::kLayerNorm, {{"axis"}, {"epsilon"}}},
+      {OpKind::kRMSNorm, {{"axis"}, {"epsilon"}}},
       {OpKind::kBatchNorm, {{}, {"epsilon"}}},
       {OpKind::kClip, {{}, {"min", "max"}}},
       {OpKind::kEnlarge, {{"kernel"}, {}}},
@@ -85,7 +86,7 @@ Fields params_to_fields(OpKind kind, const ir::OpParams& params) {
   } else if (auto* p = std::get_if<ir::SliceParams>(&params)) {
     I = {{"starts", p->starts}, {"ends", p->ends}, {"axes", p->axes}, {"steps", p->steps}};
   } else if (auto* p = std::get_if<ir::NormParams>(&params)) {
-    if (kind == OpKind::kLayerNorm) I = {{"axis", {p->axis}}};
+    if (kind == OpKind::kLayerNorm || kind == OpKind::kRMSNorm) I = {{"axis", {p->axis}}};
     R = {{"epsilon", p->epsilon}};
   } else if (auto* p = std::get_if<ir::ClipParams>(&params)) {
     R = {{"min", p->min}, {"max", p->max}};
@@ -179,7 +180,8 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       RL_NEED(s, "starts") RL_NEED(e, "ends") RL_NEED(a, "axes") RL_NEED(st, "steps")
       return ir::OpParams{ir::SliceParams{*s, *e, *a, *st}};
     }
-    case OpKind::kLayerNorm: {
+    case OpKind::kLayerNorm:
+    case OpKind::kRMSNorm: {
       RL_SCALAR(a, "axis")
       return ir::OpParams{ir::NormParams{*a, real("epsilon", 1e-5)}};
     }
@@ -231,6 +233,7 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kHardSigmoid: return {{}, {{"alpha", 0.2}, {"beta", 0.5}}};
     case OpKind::kPad: return {{{"mode", {0}}}, {{"value", 0.0}}};
     case OpKind::kBatchNorm:
+    case OpKind::kRMSNorm:
     case OpKind::kLayerNorm: return {{{"axis", {-1}}}, {{"epsilon", 1e-5}}};
     case OpKind::kInput: case OpKind::kWeight: case OpKind::kConstant: case OpKind::kMatMul: case OpKind::kAdd:
     case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt:

@@ -61,6 +61,7 @@ const FnSpec kFunctions[] = {
     {"Softmax", "TI", 'T'},
     {"LayerNorm", "TTIR", 'T'},
     {"LayerNorm3", "TTTIR", 'T'},
+    {"RMSNorm", "TTIR", 'T'},      // (x, scale, axis, epsilon)
     {"ReduceMean", "TLI", 'T'},
     {"MaxPool", "TLLLII", 'T'},   // (x, kernel, strides, pads, ceil_mode, count_include_pad)
     {"AvgPool", "TLLLII", 'T'},

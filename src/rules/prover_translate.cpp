@@ -441,6 +441,7 @@ class Translator {
       case OpKind::kLayerNorm:
         if (n.ins.size() > 2) return S.apply("LayerNorm3", {in(n, 0), in(n, 1), in(n, 2), get_scalar(n, "axis"), get_real(n, "epsilon")});
         return S.apply("LayerNorm", {in(n, 0), in(n, 1), get_scalar(n, "axis"), get_real(n, "epsilon")});
+      case OpKind::kRMSNorm: return S.apply("RMSNorm", {in(n, 0), in(n, 1), get_scalar(n, "axis"), get_real(n, "epsilon")});
       case OpKind::kBatchNorm:
         return S.apply("BatchNorm", {in(n, 0), in(n, 1), in(n, 2), in(n, 3), in(n, 4), get_real(n, "epsilon")});
       case OpKind::kReduceMean: return S.apply("ReduceMean", {in(n, 0), get_list(n, "axes"), get_scalar(n, "keepdims")});
@@ -572,7 +573,7 @@ class Translator {
       case OpKind::kAveragePool: case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten:
       case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze:
       case OpKind::kUnsqueeze: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu:
-      case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque:
+      case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm:
         return;
     }
     (void)out;

@@ -292,6 +292,37 @@ TEST(Cli, OpsetWritesTheFusedOpsTheNewerOpsetHas) {
   EXPECT_EQ(rlflow({"optimise", (dir / "rmax.onnx").string(), "-o", (dir / "r.onnx").string(), "--opset", "12"}).code, 2);
 }
 
+// RMSNormalization is opset 23: tiny_rmsnorm (opset 17, LLaMA's RMSNorm as PyTorch writes it) keeps the
+// chain at its own opset, and `--opset 23` fuses it into one RMSNormalization node that verifies. (On
+// the GPU target: onnxruntime fuses the chain by itself, so on ort the op is no predicted gain.)
+TEST(Cli, OpsetTwentyThreeWritesTheRMSNormChainAsOneOp) {
+  TempDir dir;
+  const auto out = (dir / "o.onnx").string();
+  auto r = rlflow({"optimise", (kData / "tiny_rmsnorm.onnx").string(), "-o", out, "--opset", "23", "--target", "h100", "--search",
+                   "greedy", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["opset"].value("output", 0), 23);
+  EXPECT_EQ(j["composites"].value("rms_norm", 0), 1) << j.dump();
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  auto info = rlflow({"info", out, "--json"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  auto ji = parse_json(info.out);
+  EXPECT_EQ(ji["opsets"].value("ai.onnx", 0), 23);
+  EXPECT_EQ(ji["op_counts"].value("RMSNormalization", 0), 1) << ji.dump();
+  EXPECT_EQ(ji["op_counts"].value("Pow", 0), 0) << ji.dump();
+
+  const auto same = (dir / "s.onnx").string();
+  auto r17 = rlflow({"optimise", (kData / "tiny_rmsnorm.onnx").string(), "-o", same, "--target", "h100", "--search", "greedy",
+                     "--json"});
+  ASSERT_EQ(r17.code, 0) << r17.err;
+  EXPECT_EQ(parse_json(r17.out)["composites"].value("rms_norm", -1), 0);
+  if (fs::exists(same)) {
+    auto i17 = parse_json(rlflow({"info", same, "--json"}).out);
+    EXPECT_EQ(i17["op_counts"].value("RMSNormalization", 0), 0) << i17.dump();
+  }
+}
+
 // The shipped agent (configs/agents/zoo-h100.pt, scripts/train_shipped_agent) loads and drives
 // `--search rl` when no --agent is given; a damaged or missing agent named by $RLFLOW_AGENT is one
 // clean error.

@@ -168,5 +168,48 @@ TEST(OnnxruntimeFusions, TransformerBiasResidualAndScaleFusionsAreFree) {
   EXPECT_EQ(count.size(), 2u);
 }
 
+// onnxruntime fuses the RMSNorm chain into SimplifiedLayerNormalization by itself (measured the same
+// as the RMSNormalization op): on the ort profile the chain, in both of PyTorch's forms, costs what
+// the op costs, so fusing it is no predicted gain there. A chain whose interior escapes is not fused.
+TEST(OnnxruntimeFusions, TheRMSNormChainCostsWhatTheOpCosts) {
+  auto profile = load_profile("ort-cpu");
+  ASSERT_TRUE(profile.ok()) << profile.error().message;
+  AnalyticCostModel ort(*profile);
+  auto build = [](int form, bool escape) {
+    ir::GraphBuilder b;
+    auto x = b.input("x", {ir::DType::kFloat32, {1, 64, 256}});
+    auto scale = b.weight("scale", ir::random_tensor({256}, 1));
+    ir::ValueRef y, ms;
+    if (form == 0) {
+      y = b.op(ir::OpKind::kRMSNorm, {x, scale}, ir::NormParams{2, 1e-6});
+    } else {
+      auto sq = b.op(ir::OpKind::kPow, {x, b.weight("two", ir::Tensor::scalar_f32(2.0f))});
+      ms = b.op(ir::OpKind::kReduceMean, {sq}, ir::AxesParams{{2}, true});
+      auto rms = b.op(ir::OpKind::kSqrt, {b.add(ms, b.weight("eps", ir::Tensor::scalar_f32(1e-6f)))});
+      auto normed = form == 1 ? b.op(ir::OpKind::kDiv, {x, rms})
+                              : b.mul(x, b.op(ir::OpKind::kDiv, {b.weight("one", ir::Tensor::scalar_f32(1.0f)), rms}));
+      y = b.mul(scale, normed);
+    }
+    b.output(y, "y");
+    if (escape) b.output(ms, "ms");
+    return std::move(b).build();
+  };
+  auto op = graph_cost(build(0, false), ort);
+  ASSERT_TRUE(op.ok()) << op.error().message;
+  for (int form : {1, 2}) {
+    auto chain = graph_cost(build(form, false), ort);
+    ASSERT_TRUE(chain.ok()) << chain.error().message;
+    EXPECT_NEAR(*chain, *op, 1e-12 * *op) << "form " << form;
+    auto escaped = graph_cost(build(form, true), ort);
+    ASSERT_TRUE(escaped.ok());
+    EXPECT_GT(*escaped, *op * 1.5) << "form " << form;
+  }
+  // A profile without runtime fusions prices the chain as its kernels.
+  auto h100 = load_profile("h100");
+  ASSERT_TRUE(h100.ok());
+  AnalyticCostModel gpu(*h100);
+  EXPECT_GT(*graph_cost(build(1, false), gpu), *graph_cost(build(0, false), gpu) * 2);
+}
+
 }  // namespace
 }  // namespace rlflow::cost

@@ -116,6 +116,53 @@ TEST(RlFeatures, ShippedAgentLoadsWithItsOwnVocabulary) {
   EXPECT_FALSE(rl::checkpoint::op_vocab(nlohmann::json{{"op_vocab", rl::op_vocab_size() + 1}}, "future.pt"));
 }
 
+// An op added after a network was trained (RMSNorm, after the legacy vocabulary) reaches it in its
+// Opaque slot, the rest of the node's features unchanged; the network runs, and a checkpoint saved
+// from it records its own vocabulary, so it loads again at that size.
+TEST(RlFeatures, AnOldVocabularyNetworkSeesNewOpsAsOpaque) {
+  ASSERT_GT(rl::op_vocab_size(), rl::kLegacyOpVocab);
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 4, 16}});
+  auto n = b.op(OpKind::kRMSNorm, {x, b.weight("scale", random_tensor({16}, 3))}, NormParams{2, 1e-6});
+  b.output(b.op(OpKind::kRelu, {n}), "y");
+  const Graph g = std::move(b).build();
+  auto f = rl::featurize(g, std::vector<double>(g.size(), 0.01), 1.0, 1.0, 0.0);
+  const int nd = rl::node_feature_dim(), vocab = rl::op_vocab_size();
+  auto batch = rl::nets::make_batch({&f});
+  auto old = rl::nets::fit_node_features(batch.x, rl::kLegacyOpVocab);
+  ASSERT_EQ(old.size(1), rl::node_feature_dim(rl::kLegacyOpVocab));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto kind = g.node(static_cast<NodeId>(i)).kind;
+    const auto row = old[static_cast<int64_t>(i)];
+    const int slot = kind == OpKind::kRMSNorm ? rl::kOpaqueSlot : rl::op_feature_slot(kind);
+    EXPECT_EQ(row.slice(0, 0, rl::kLegacyOpVocab).sum().item<float>(), 1.f) << op_name(kind);
+    EXPECT_EQ(row[slot].item<float>(), 1.f) << op_name(kind);
+    for (int k = 0; k < nd - vocab; ++k)
+      EXPECT_EQ(row[rl::kLegacyOpVocab + k].item<float>(), f.nodes[i * static_cast<size_t>(nd) + static_cast<size_t>(vocab + k)]);
+  }
+  EXPECT_TRUE(torch::equal(rl::nets::fit_node_features(batch.x, vocab), batch.x));
+
+  auto dir = temp_dir("vocab");
+  const std::string path = (dir / "old.pt").string();
+  torch::manual_seed(3);
+  rl::nets::PolicyNet net(4, 16, 2, rl::kLegacyOpVocab);
+  torch::NoGradGuard no_grad;
+  auto enc = net->encode(batch);
+  EXPECT_TRUE(torch::isfinite(enc.global).all().item<bool>());
+  ASSERT_TRUE(rl::checkpoint::save(path, net, nullptr, {{"config", rl::to_yaml(small_config())}}).ok());
+  auto meta = rl::checkpoint::read_meta(path);
+  ASSERT_TRUE(meta);
+  EXPECT_EQ(meta->value("op_vocab", 0), rl::kLegacyOpVocab);
+  rl::nets::PolicyNet back(4, 16, 2, *rl::checkpoint::op_vocab(*meta, path));
+  ASSERT_TRUE(rl::checkpoint::load(path, back, nullptr).ok());
+  EXPECT_TRUE(torch::allclose(back->encode(batch).global, enc.global));
+  // A new network records today's vocabulary.
+  rl::nets::PolicyNet fresh(4, 16, 2);
+  ASSERT_TRUE(rl::checkpoint::save(path, fresh, nullptr, {}).ok());
+  EXPECT_EQ(rl::checkpoint::read_meta(path)->value("op_vocab", 0), vocab);
+  fs::remove_all(dir);
+}
+
 
 TEST(RlEnvironment, MasksComeFromTheMatcher) {
   auto g = fire_modules(2);
@@ -439,7 +486,9 @@ TEST(RlDistributed, TwoRanksEqualOneProcess) {
   o.rules = rules;
   o.cost = m.get();
   o.config = small_config();
-  o.seed = 5;
+  // (seed 5 until RMSNorm widened the op one-hot: from that initialisation a KL early stop sat on
+  // its threshold, and summation order alone decided it)
+  o.seed = 6;
   o.episodes = 24;
   o.out = (dir / "single.pt").string();
   o.log_path = (dir / "single.jsonl").string();
@@ -598,6 +647,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   // fusions, greedy's result), reports what it added, and its steps replay to the reported graph.
   o.config.imitation_epochs = 0;
   o.episodes = 1;
+  o.seed = 1;  // an initialisation from which one episode stops short (it changes with the op vocabulary)
   o.out = (dir / "weak.pt").string();
   ASSERT_TRUE(rl::train_agent(o));
   rl::RlSearchOptions weak;
@@ -608,7 +658,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   auto rp = (*plain)->run(g, {});
   ASSERT_TRUE(rp) << rp.error().message;
   EXPECT_TRUE(rp->report.phases.empty());
-  ASSERT_GT(rp->best_cost, greedy + 1e-12);  // (seeded: this agent stops after two of the four fusions)
+  ASSERT_GT(rp->best_cost, greedy + 1e-12);  // (seeded: this agent stops short of the four fusions)
   weak.polish = true;
   auto polished = rl::make_rl_optimizer(weak, library(), *m);
   ASSERT_TRUE(polished) << polished.error().message;

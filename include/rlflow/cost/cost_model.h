@@ -85,7 +85,8 @@ using ir::constant_nodes;
 // ConvAddFusion, ConvMulFusion, ConvActivationFusion, GemmActivationFusion; HardSigmoid fuses too);
 // and for transformers, a bias Add before a Gelu (BiasGeluFusion), a residual Add, and a bias Add
 // before it, before a LayerNorm (SkipLayerNormFusion), and a scalar Mul/Div on a MatMul's output or
-// input (MatMulScaleFusion). Only when the
+// input (MatMulScaleFusion); and the RMSNorm chain but its scale Mul (SimplifiedLayerNormFusion).
+// Only when the
 // producer's output has no other reader and is not a graph output, as onnxruntime requires.
 std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
 

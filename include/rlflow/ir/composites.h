@@ -1,7 +1,8 @@
 #pragma once
 // Recognition of composite ops that exporters write out as chains of elementwise ops: GELU (exact
 // erf form and tanh approximation, as PyTorch writes them below opset 20), LayerNorm (below
-// opset 17) and HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14). Each chain becomes
+// opset 17), HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14) and RMSNorm (x * rsqrt(mean(x^2) + eps)
+// * scale, as PyTorch writes LLaMA's RMSNorm, below opset 23). Each chain becomes
 // one node, which costs one kernel instead of five to nine, where the model's opset has that op.
 //
 // This is a canonicalisation, not a search step: it is exact in real arithmetic (the fused op is
@@ -19,17 +20,23 @@ struct CompositeStats {
   int gelu_tanh = 0;   // tanh-approximation GELU chains replaced
   int layer_norm = 0;  // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add chains replaced
   int hard_swish = 0;  // Mul(x, HardSigmoid(x; 1/6, 1/2)) pairs replaced
+  int rms_norm = 0;    // Pow/ReduceMean/Add/Sqrt/(Div | Div(1, .) or Reciprocal, Mul)/Mul chains replaced
   int removed_nodes = 0;
-  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish; }
+  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm; }
 };
 
 // The first default-domain opset with each fused op: below it the exporter writes the chain back.
-inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14;
+inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14, kRMSNormOpset = 23;
 
 // Replaces every recognised chain whose interior values nothing else reads, and whose fused op
 // exists at `opset` (default: the graph's own): a chain the exporter would write back as a chain
 // stays one, so a cost model never credits a fusion the written file does not have. The result
 // computes the same function; node names and output names of the chains' last nodes are kept.
 Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt);
+
+// The RMSNorm chains recognise_composites fuses at kRMSNormOpset, whatever the graph's opset: each
+// one's nodes, its root (the scale Mul, which the fused op replaces) first. For cost models of a
+// runtime that fuses the chain by itself (onnxruntime's SimplifiedLayerNormalization).
+std::vector<std::vector<NodeId>> rms_norm_chains(const Graph& g);
 
 }  // namespace rlflow::ir

@@ -22,7 +22,7 @@ namespace rlflow::ir {
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
-  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque)
+  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -137,7 +137,7 @@ struct SliceParams {
   std::vector<int64_t> starts, ends, axes, steps;
   bool operator==(const SliceParams&) const = default;
 };
-// LayerNorm (axis) and BatchNorm (axis unused).
+// LayerNorm and RMSNorm (axis: the first normalised dim) and BatchNorm (axis unused).
 struct NormParams {
   int64_t axis = -1;
   double epsilon = 1e-5;
