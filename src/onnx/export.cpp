@@ -754,6 +754,55 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
   return st;
 }
 
+namespace {
+
+bool same_formals(const std::vector<onnx::OpSchema::FormalParameter>& a, const std::vector<onnx::OpSchema::FormalParameter>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].GetName() != b[i].GetName() || a[i].GetOption() != b[i].GetOption() || a[i].GetTypeStr() != b[i].GetTypeStr() ||
+        a[i].GetIsHomogeneous() != b[i].GetIsHomogeneous() || a[i].GetMinArity() != b[i].GetMinArity())
+      return false;
+  return true;
+}
+
+// Attributes a newer version added whose default keeps every older node's meaning: Cast's saturate
+// (19) acts only on float8 targets, which older versions did not allow.
+bool added_attribute_keeps_meaning(const std::string& op, const std::string& attr) {
+  return (op == "Cast" || op == "CastLike") && attr == "saturate";
+}
+
+// Whether schema `b`, a newer version of `a`'s op, runs every node `a` describes the same way, as
+// far as the schemas show it: the same inputs and outputs (names, arity, type parameters), the same
+// attributes (type, required, default; an added one only where it keeps the meaning), and each
+// type constraint allowing at least what it allowed. The version bumps this passes are type-list
+// extensions (float8 at 19, int4 at 21, float4 at 23); a changed default, a moved or added input or
+// attribute, or a narrowed type is refused. The written file is verified against the input either way.
+bool schema_extends(const onnx::OpSchema& a, const onnx::OpSchema& b) {
+  if (!same_formals(a.inputs(), b.inputs()) || !same_formals(a.outputs(), b.outputs())) return false;
+  for (const auto& [name, attr] : b.attributes()) {
+    const auto it = a.attributes().find(name);
+    if (it == a.attributes().end()) {
+      if (attr.required || !added_attribute_keeps_meaning(a.Name(), name)) return false;
+      continue;
+    }
+    if (it->second.type != attr.type || it->second.required != attr.required ||
+        it->second.default_value.SerializeAsString() != attr.default_value.SerializeAsString())
+      return false;
+  }
+  for (const auto& [name, attr] : a.attributes())
+    if (!b.attributes().count(name)) return false;
+  for (const auto& ta : a.typeConstraintParams()) {
+    const auto& tb = b.typeConstraintParams();
+    const auto it = std::find_if(tb.begin(), tb.end(), [&](const auto& t) { return t.type_param_str == ta.type_param_str; });
+    if (it == tb.end()) return false;
+    for (const auto& type : ta.allowed_type_strs)
+      if (std::find(it->allowed_type_strs.begin(), it->allowed_type_strs.end(), type) == it->allowed_type_strs.end()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status set_output_opset(ir::Graph* g, int64_t to) {
   const int64_t from = g->meta().opset("");
   if (to == from) return {};
@@ -770,7 +819,7 @@ Status set_output_opset(ir::Graph* g, int64_t to) {
     if (!(p.domain.empty() || p.domain == "ai.onnx")) continue;  // other domains keep their own opset
     const auto* a = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(from), "");
     const auto* b = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(to), "");
-    if (!a || !b || a->SinceVersion() != b->SinceVersion())
+    if (!a || !b || (a->SinceVersion() != b->SinceVersion() && !schema_extends(*a, *b)))
       return Error::unsupported("--opset " + std::to_string(to) + ": " + p.op_type + " (" + ir::node_label(*g, static_cast<ir::NodeId>(i)) +
                                 ") changes between opset " + std::to_string(from) + " and " + std::to_string(to) +
                                 ", and rlflow keeps it verbatim (it does not convert ops it does not model)");

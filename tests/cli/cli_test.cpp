@@ -292,6 +292,51 @@ TEST(Cli, OpsetWritesTheFusedOpsTheNewerOpsetHas) {
   EXPECT_EQ(rlflow({"optimise", (dir / "rmax.onnx").string(), "-o", (dir / "r.onnx").string(), "--opset", "12"}).code, 2);
 }
 
+// An op rlflow keeps verbatim whose newer versions only allow more types (Equal 11 -> 19 adds string;
+// HF exports carry Equal, Where, Expand, Cast) is carried to the newer opset; its schema is compared,
+// not just its version. Cast's added saturate (19) keeps older nodes' meaning too.
+TEST(Cli, OpsetCarriesVerbatimOpsWhoseNewerSchemaOnlyAddsTypes) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  auto* gp = m.mutable_graph();
+  gp->set_name("g");
+  for (auto [vi, name, type] : {std::tuple{gp->add_input(), "x", onnx::TensorProto::FLOAT},
+                                std::tuple{gp->add_output(), "y", onnx::TensorProto::FLOAT}}) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (int64_t d : {2, 3}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  auto* eq = gp->add_node();
+  eq->set_op_type("Equal");
+  eq->add_input("x");
+  eq->add_input("x");
+  eq->add_output("e");
+  auto* cast = gp->add_node();
+  cast->set_op_type("Cast");
+  cast->add_input("e");
+  cast->add_output("y");
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  std::ofstream(dir / "eq.onnx", std::ios::binary) << m.SerializeAsString();
+  const auto out = (dir / "o.onnx").string();
+  auto r = rlflow({"optimise", (dir / "eq.onnx").string(), "-o", out, "--opset", "23", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  EXPECT_EQ(j["opset"].value("output", 0), 23);
+  EXPECT_EQ(j["verification"].value("ok", false), true);
+  auto info = rlflow({"info", out, "--json"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_EQ(parse_json(info.out)["opsets"].value("ai.onnx", 0), 23);
+  EXPECT_EQ(parse_json(info.out)["op_counts"].value("Equal", 0), 1);
+}
+
 // RMSNormalization is opset 23: tiny_rmsnorm (opset 17, LLaMA's RMSNorm as PyTorch writes it) keeps the
 // chain at its own opset, and `--opset 23` fuses it into one RMSNormalization node that verifies. (On
 // the GPU target: onnxruntime fuses the chain by itself, so on ort the op is no predicted gain.)
