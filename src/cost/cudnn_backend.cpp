@@ -99,6 +99,15 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
       d.epsilon = p->epsilon;
       break;
     }
+    case OpKind::kRotaryEmbedding: {
+      // No cuDNN kernel: timed as the broadcasting multiply of X by itself, one streaming read of
+      // X and one write of Y, the traffic of a fused rotation but for the (smaller) cache reads,
+      // so a lower bound until it has a kernel of its own.
+      if (s.inputs.size() < 3) return Error::bad_input(d.label + ": RotaryEmbedding expects 3 or 4 inputs");
+      d.kind = Kind::kMul;
+      d.inputs = {tensor(s.inputs[0]), tensor(s.inputs[0])};
+      break;
+    }
     case OpKind::kReduceMean: {
       const auto* p = std::get_if<ir::AxesParams>(&s.params);
       RLFLOW_TRY_STATUS(need(p));

@@ -67,6 +67,12 @@ OpWork op_work(const OpSignature& s) {
       break;
     case CostClass::kFill: w.bytes = total_bytes(s.outputs); break;
     case CostClass::kVector:
+      // RotaryEmbedding with position_ids reads only the cache rows it gathers, not the whole cache.
+      if (s.kind == ir::OpKind::kRotaryEmbedding && s.inputs.size() == 4)
+        w.bytes = bytes_of(s.inputs[0]) + bytes_of(s.inputs[3]) + total_bytes(s.outputs) +
+                  2.0 * static_cast<double>(s.inputs[3].numel() * s.inputs[1].shape.back()) *
+                      static_cast<double>(ir::dtype_size(s.inputs[1].dtype));
+      break;
     case CostClass::kFree:    // priced 0 by the cost models before they get here
     case CostClass::kOpaque:  // priced by a fixed guess, likewise
       break;

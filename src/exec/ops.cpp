@@ -222,6 +222,28 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       for (int64_t d = p.axis; d < in[0].dim(); ++d) dims.push_back(d);
       return one(in[0] * at::rsqrt(in[0].square().mean(dims, true) + p.epsilon) * in[1]);
     }
+    case OpKind::kRotaryEmbedding: {
+      const auto& p = std::get<ir::RotaryParams>(n.params);
+      const at::Tensor& x = in[0];
+      // Worked in (B, S, H, D), the layout the ONNX definition states the rotation in.
+      const at::Tensor x4 = x.dim() == 4 ? x.transpose(1, 2) : x.reshape({x.size(0), x.size(1), p.num_heads, -1});
+      const int64_t rot = p.rotary_embedding_dim == 0 ? x4.size(3) : p.rotary_embedding_dim, half = rot / 2;
+      at::Tensor cos = in[1], sin = in[2];
+      if (in.size() > 3) {
+        const auto flat = in[3].reshape({-1});
+        cos = cos.index_select(0, flat).reshape({x4.size(0), x4.size(1), half});
+        sin = sin.index_select(0, flat).reshape({x4.size(0), x4.size(1), half});
+      }
+      cos = cos.unsqueeze(2);
+      sin = sin.unsqueeze(2);
+      const at::Tensor xr = x4.narrow(3, 0, rot);
+      const at::Tensor x1 = p.interleaved ? xr.slice(3, 0, rot, 2) : xr.narrow(3, 0, half);
+      const at::Tensor x2 = p.interleaved ? xr.slice(3, 1, rot, 2) : xr.narrow(3, half, half);
+      const at::Tensor re = cos * x1 - sin * x2, im = sin * x1 + cos * x2;
+      at::Tensor y = p.interleaved ? at::stack({re, im}, -1).reshape(xr.sizes()) : at::cat({re, im}, -1);
+      if (rot < x4.size(3)) y = at::cat({y, x4.narrow(3, rot, x4.size(3) - rot)}, -1);
+      return one(x.dim() == 4 ? y.transpose(1, 2).contiguous() : y.reshape(x.sizes()));
+    }
     case OpKind::kBatchNorm: {
       const auto& p = std::get<ir::NormParams>(n.params);
       return one(at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, p.epsilon, false));

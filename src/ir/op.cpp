@@ -58,6 +58,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Opaque, "", kOther, kOpaque),
     // After Opaque: kinds are numbered in cost signatures (recorded cost tables), so new ones go last.
     RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector),  // ONNX opset 23
+    RLFLOW_OP(RotaryEmbedding, "RotaryEmbedding", kOther, kVector),  // ONNX opset 23
 }};
 #undef RLFLOW_OP
 
@@ -138,6 +139,8 @@ void hash_params(Hasher& h, const OpParams& params) {
           h.add(p.tanh);
         } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
           h.add_f(p.alpha).add_f(p.beta);
+        } else if constexpr (std::is_same_v<P, RotaryParams>) {
+          h.add(p.interleaved).add_i(p.num_heads).add_i(p.rotary_embedding_dim);
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           h.add(static_cast<uint64_t>(p.fill)).add(p.shape).add(static_cast<uint64_t>(p.dtype)).add_f(p.value);
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {
@@ -189,6 +192,8 @@ std::string params_str(const OpParams& params) {
           os << "approximate=" << (p.tanh ? "tanh" : "none");
         } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
           os << "alpha=" << p.alpha << " beta=" << p.beta;
+        } else if constexpr (std::is_same_v<P, RotaryParams>) {
+          os << "interleaved=" << p.interleaved << " num_heads=" << p.num_heads << " rotary_embedding_dim=" << p.rotary_embedding_dim;
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           os << "fill=" << static_cast<int>(p.fill) << " shape=" << join(p.shape) << " value=" << p.value;
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {

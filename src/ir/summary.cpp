@@ -51,6 +51,8 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
       return 3.0 * out;
     case OpKind::kRMSNorm:  // square, sum, scale by 1/rms, scale by the weight
       return 4.0 * out;
+    case OpKind::kRotaryEmbedding:  // two multiplies and an add per rotated element
+      return 3.0 * out;
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:

@@ -404,6 +404,64 @@ Status Exporter::emit(NodeId id) {
       add_node("Mul", anon, {normed, ins[1]}, {out});
       return {};
     }
+    case OpKind::kRotaryEmbedding: {
+      const auto& p = std::get<ir::RotaryParams>(n.params);
+      if (opset_ >= 23) {
+        auto* c = plain("RotaryEmbedding");
+        if (p.interleaved) set_int(c, "interleaved", 1);
+        if (p.num_heads != 0) set_int(c, "num_heads", p.num_heads);
+        if (p.rotary_embedding_dim != 0) set_int(c, "rotary_embedding_dim", p.rotary_embedding_dim);
+        return {};
+      }
+      // Older opsets: the rotate_half form HF writes, on X's (B, H, S, D) layout. The interleaved
+      // and the 3-D forms would need strided slices or reshapes around it: not written yet.
+      const ir::TensorType& xt = g_.type(n.inputs[0]);
+      if (p.interleaved || xt.rank() != 4)
+        return Error::unsupported("node '" + n.name + "': RotaryEmbedding " + (p.interleaved ? "interleaved" : "with a 3-D input") +
+                                  " cannot be written below opset 23");
+      const int64_t d = xt.shape[3], rot = p.rotary_embedding_dim == 0 ? d : p.rotary_embedding_dim, half = rot / 2;
+      Node anon;
+      auto slice = [&](const std::string& src, int64_t b, int64_t e, const std::string& name) {
+        const std::string o = fresh(out + name);
+        if (opset_ < 10) {
+          auto* c = add_node("Slice", anon, {src}, {o});
+          set_ints(c, "starts", {b});
+          set_ints(c, "ends", {e});
+          set_ints(c, "axes", {3});
+        } else {
+          add_node("Slice", anon, {src, ints_initializer({b}, o + "_starts"), ints_initializer({e}, o + "_ends"), ints_initializer({3}, o + "_axes")},
+                   {o});
+        }
+        return o;
+      };
+      // A cache becomes (B, 1, S, rot/2): gathered by position_ids when given, then a heads axis.
+      auto cache = [&](const std::string& src, const std::string& name) {
+        std::string c = src;
+        if (ins.size() > 3) {
+          c = fresh(out + name + "_rows");
+          set_int(add_node("Gather", anon, {src, ins[3]}, {c}), "axis", 0);
+        }
+        const std::string o = fresh(out + name);
+        std::vector<std::string> uin{c};
+        if (opset_ >= 13) uin.push_back(ints_initializer({1}, o + "_axes"));
+        auto* u = add_node("Unsqueeze", anon, uin, {o});
+        if (opset_ < 13) set_ints(u, "axes", {1});
+        return o;
+      };
+      auto binary = [&](const char* op, const std::string& a, const std::string& b, const std::string& name) {
+        const std::string o = fresh(out + name);
+        add_node(op, anon, {a, b}, {o});
+        return o;
+      };
+      const std::string cos = cache(ins[1], "_cos"), sin = cache(ins[2], "_sin");
+      const std::string x1 = slice(ins[0], 0, half, "_x1"), x2 = slice(ins[0], half, rot, "_x2");
+      const std::string re = binary("Sub", binary("Mul", x1, cos, "_x1cos"), binary("Mul", x2, sin, "_x2sin"), "_re");
+      const std::string im = binary("Add", binary("Mul", x1, sin, "_x1sin"), binary("Mul", x2, cos, "_x2cos"), "_im");
+      std::vector<std::string> parts{re, im};
+      if (rot < d) parts.push_back(slice(ins[0], rot, d, "_pass"));
+      set_int(add_node("Concat", anon, parts, {out}), "axis", 3);
+      return {};
+    }
     case OpKind::kBatchNorm: {
       set_float(plain("BatchNormalization"), "epsilon", std::get<ir::NormParams>(n.params).epsilon);
       return {};

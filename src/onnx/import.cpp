@@ -887,6 +887,17 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, OpKind::kRMSNorm, ins, ir::NormParams{*ax, attr_float(n, "epsilon", 1e-5)}));
   }
+  if (op == "RotaryEmbedding") {
+    if (n.input_size() < 3 || n.input_size() > 4 || !present(n, 0) || !present(n, 1) || !present(n, 2))
+      return bad_node(n, "expects inputs X, cos_cache, sin_cache and an optional position_ids");
+    ir::RotaryParams p{attr_int(n, "interleaved", 0) != 0, attr_int(n, "num_heads", 0), attr_int(n, "rotary_embedding_dim", 0)};
+    const int64_t r = rank_of(0);
+    if (r != 3 && r != 4)
+      return Error::unsupported(label_ + ": node '" + n.name() + "' (RotaryEmbedding): X of rank " + std::to_string(r) +
+                                " is not supported (only 3-D or 4-D with a known rank)");
+    RLFLOW_TRY_STATUS(take_present(4));
+    return done(emit(n, OpKind::kRotaryEmbedding, ins, p));
+  }
   if (op == "Softmax") {
     const int64_t r = rank_of(0);
     auto ax = norm_axis(attr_int(n, "axis", opset_ >= 13 ? -1 : 1), r);

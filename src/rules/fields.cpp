@@ -33,6 +33,7 @@ const FieldSpec& spec(OpKind k) {
       {OpKind::kSlice, {{"starts", "ends", "axes", "steps"}, {}}},
       {OpKind::kLayerNorm, {{"axis"}, {"epsilon"}}},
       {OpKind::kRMSNorm, {{"axis"}, {"epsilon"}}},
+      {OpKind::kRotaryEmbedding, {{"interleaved", "num_heads", "rotary_embedding_dim"}, {}}},
       {OpKind::kBatchNorm, {{}, {"epsilon"}}},
       {OpKind::kClip, {{}, {"min", "max"}}},
       {OpKind::kEnlarge, {{"kernel"}, {}}},
@@ -100,6 +101,8 @@ Fields params_to_fields(OpKind kind, const ir::OpParams& params) {
     I = {{"approximate", {p->tanh ? 1 : 0}}};
   } else if (auto* p = std::get_if<ir::HardSigmoidParams>(&params)) {
     R = {{"alpha", p->alpha}, {"beta", p->beta}};
+  } else if (auto* p = std::get_if<ir::RotaryParams>(&params)) {
+    I = {{"interleaved", {p->interleaved ? 1 : 0}}, {"num_heads", {p->num_heads}}, {"rotary_embedding_dim", {p->rotary_embedding_dim}}};
   } else if (auto* p = std::get_if<ir::ConstantParams>(&params)) {
     I = {{"fill", {static_cast<int64_t>(p->fill)}}, {"shape", p->shape}, {"dtype", {static_cast<int64_t>(p->dtype)}}};
     R = {{"value", p->value}};
@@ -208,6 +211,10 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       auto dt = f.ints.count("dtype") ? f.ints.at("dtype").at(0) : 0;
       return ir::OpParams{ir::ConstantParams{static_cast<ir::ConstantFill>(*fl), *s, static_cast<ir::DType>(dt), real("value", 0.0)}};
     }
+    case OpKind::kRotaryEmbedding: {
+      RL_SCALAR(i, "interleaved") RL_SCALAR(h, "num_heads") RL_SCALAR(r, "rotary_embedding_dim")
+      return ir::OpParams{ir::RotaryParams{*i != 0, *h, *r}};
+    }
     case OpKind::kInput: case OpKind::kWeight: case OpKind::kMatMul: case OpKind::kAdd: case OpKind::kSub:
     case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
     case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kGlobalAveragePool:
@@ -243,6 +250,7 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kEnlarge:
     case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kHardSwish: case OpKind::kOpaque:
       break;
+    case OpKind::kRotaryEmbedding: return {{{"interleaved", {0}}, {"num_heads", {0}}, {"rotary_embedding_dim", {0}}}, {}};
   }
   return {};
 }

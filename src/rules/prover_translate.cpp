@@ -470,7 +470,7 @@ class Translator {
       case OpKind::kConstant:
         return S.apply("Const", {get_scalar(n, "fill"), get_list(n, "shape"), get_scalar(n, "dtype"), get_real(n, "value")});
       case OpKind::kInput: case OpKind::kWeight: case OpKind::kGelu: case OpKind::kHardSigmoid:
-      case OpKind::kHardSwish: case OpKind::kOpaque:
+      case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRotaryEmbedding:
         break;
     }
     note("operator " + op + " of node '" + n.pn->id + "' is not modelled");
@@ -574,6 +574,7 @@ class Translator {
       case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze:
       case OpKind::kUnsqueeze: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu:
       case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm:
+      case OpKind::kRotaryEmbedding:
         return;
     }
     (void)out;

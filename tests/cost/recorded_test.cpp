@@ -211,5 +211,39 @@ TEST(OnnxruntimeFusions, TheRMSNormChainCostsWhatTheOpCosts) {
   EXPECT_GT(*graph_cost(build(1, false), gpu), *graph_cost(build(0, false), gpu) * 2);
 }
 
+// onnxruntime does not fuse HF's rotate_half chain (scripts/measure_fused_ops-2026-11-25.md: the
+// RotaryEmbedding op ran 3-7x faster than the chain), so on the ort profile, as on a GPU's, the chain
+// costs its kernels and the op one pass over X and the caches.
+TEST(OnnxruntimeFusions, TheRotateHalfChainCostsMoreThanRotaryEmbedding) {
+  constexpr int64_t B = 1, H = 8, S = 64, D = 64;
+  auto build = [](bool fused) {
+    ir::GraphBuilder b;
+    auto x = b.input("x", {ir::DType::kFloat32, {B, H, S, D}});
+    ir::ValueRef y;
+    if (fused) {
+      y = b.op(ir::OpKind::kRotaryEmbedding,
+               {x, b.weight("cos", ir::random_tensor({B, S, D / 2}, 1)), b.weight("sin", ir::random_tensor({B, S, D / 2}, 2))},
+               ir::RotaryParams{});
+    } else {
+      auto cos = b.weight("cos", ir::random_tensor({B, 1, S, D}, 1)), sin = b.weight("sin", ir::random_tensor({B, 1, S, D}, 2));
+      auto x1 = b.op(ir::OpKind::kSlice, {x}, ir::SliceParams{{0}, {D / 2}, {3}, {1}});
+      auto x2 = b.op(ir::OpKind::kSlice, {x}, ir::SliceParams{{D / 2}, {D}, {3}, {1}});
+      auto rot = b.op(ir::OpKind::kConcat, {b.op(ir::OpKind::kScalarMul, {x2}, ir::ScalarParams{-1.0}), x1}, ir::AxisParams{3});
+      y = b.add(b.mul(x, cos), b.mul(rot, sin));
+    }
+    b.output(y, "y");
+    return std::move(b).build();
+  };
+  for (const char* name : {"ort-cpu", "h100"}) {
+    auto profile = load_profile(name);
+    ASSERT_TRUE(profile.ok()) << profile.error().message;
+    AnalyticCostModel m(*profile);
+    auto op = graph_cost(build(true), m), chain = graph_cost(build(false), m);
+    ASSERT_TRUE(op.ok()) << op.error().message;
+    ASSERT_TRUE(chain.ok()) << chain.error().message;
+    EXPECT_GT(*chain, *op * 2) << name;
+  }
+}
+
 }  // namespace
 }  // namespace rlflow::cost

@@ -22,7 +22,7 @@ namespace rlflow::ir {
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
-  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm)
+  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -172,6 +172,14 @@ struct HardSigmoidParams {
   double alpha = 0.2, beta = 0.5;
   bool operator==(const HardSigmoidParams&) const = default;
 };
+// ONNX RotaryEmbedding (opset 23): rotates pairs of X's first rotary_embedding_dim features (0: all)
+// by the cached angles; interleaved pairs (x0, x1), (x2, x3), ... instead of halves. num_heads is
+// needed (and only allowed) for a 3-D X of shape (B, S, H*D).
+struct RotaryParams {
+  bool interleaved = false;
+  int64_t num_heads = 0, rotary_embedding_dim = 0;
+  bool operator==(const RotaryParams&) const = default;
+};
 // TASO's constant-generating ops; they fold into initializers at export.
 enum class ConstantFill : uint8_t {
   kValue,         // every element = value
@@ -204,7 +212,7 @@ struct OpaqueParams {
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
                               ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
-                              HardSigmoidParams>;
+                              HardSigmoidParams, RotaryParams>;
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors
