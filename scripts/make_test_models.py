@@ -218,6 +218,41 @@ def tiny_rmsnorm() -> onnx.ModelProto:
     return b.model("tiny_rmsnorm", [vi("x", F, [1, 6, 32])], [vi("y", F, [1, 6, 16])], opset=17)
 
 
+def tiny_rope() -> onnx.ModelProto:
+    """HF LLaMA's rotary embedding as PyTorch's exporter writes it at opset 17: cos/sin of
+    cat(freqs, freqs) scaled by 1 and cast, unsqueezed to (B, 1, S, D), and q * cos + rotate_half(q) *
+    sin for q and k, rotate_half(x) = cat(-x[..., D/2:], x[..., :D/2]). The positions are an input
+    (float), so the caches are computed rather than folded."""
+    b = Builder(seed=13)
+    d, h = 8, 2
+    inv_freq = (1.0 / (10000 ** (np.arange(0, d, 2, dtype=np.float32) / d))).astype(np.float32)
+    b.node("Unsqueeze", ["pos", b.i64("pos_axes", [2])], "pos3")
+    b.node("Mul", ["pos3", b.f32("inv_freq", inv_freq)], "freqs")
+    b.node("Concat", ["freqs", "freqs"], "emb", axis=-1)
+    scale = b.f32("attention_scaling", 1.0)  # one initializer: equal ones would be merged on export
+    for fn in ("Cos", "Sin"):
+        t = fn.lower()
+        b.node(fn, ["emb"], f"{t}_raw")
+        b.node("Mul", [f"{t}_raw", scale], f"{t}_scaled")
+        b.node("Cast", [f"{t}_scaled"], f"{t}_cast", to=F)
+        b.node("Unsqueeze", [f"{t}_cast", b.i64(f"{t}_axes", [1])], t)
+    for p in ("q", "k"):
+        b.node("MatMul", ["x", b.weight(f"w_{p}", [16, 16], 1 / math.sqrt(16))], f"{p}_lin")
+        b.node("Reshape", [f"{p}_lin", b.i64(f"{p}_shape", [1, 4, h, d])], f"{p}_heads")
+        b.node("Transpose", [f"{p}_heads"], p, perm=[0, 2, 1, 3])
+        b.node("Slice", [p, b.i64(f"{p}_s0", [0]), b.i64(f"{p}_e0", [d // 2]), b.i64(f"{p}_a0", [3]), b.i64(f"{p}_st0", [1])], f"{p}_x1")
+        b.node("Slice", [p, b.i64(f"{p}_s1", [d // 2]), b.i64(f"{p}_e1", [2**63 - 1]), b.i64(f"{p}_a1", [3]), b.i64(f"{p}_st1", [1])],
+               f"{p}_x2")
+        b.node("Neg", [f"{p}_x2"], f"{p}_neg")
+        b.node("Concat", [f"{p}_neg", f"{p}_x1"], f"{p}_rot", axis=-1)
+        b.node("Mul", [p, "cos"], f"{p}_cos")
+        b.node("Mul", [f"{p}_rot", "sin"], f"{p}_sin")
+        b.node("Add", [f"{p}_cos", f"{p}_sin"], f"{p}_emb")
+    b.node("Transpose", ["k_emb"], "k_t", perm=[0, 1, 3, 2])
+    b.node("MatMul", ["q_emb", "k_t"], "scores")
+    return b.model("tiny_rope", [vi("pos", F, [1, 4]), vi("x", F, [1, 4, 16])], [vi("scores", F, [1, h, 4, 4])], opset=17)
+
+
 def shape_chain() -> onnx.ModelProto:
     b = Builder(seed=5)
     b.node("Shape", ["x"], "shape")
@@ -283,6 +318,7 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_attention": tiny_attention,
     "tiny_layernorm17": tiny_layernorm17,
     "tiny_rmsnorm": tiny_rmsnorm,
+    "tiny_rope": tiny_rope,
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,
     "opaque_op": opaque_op,

@@ -1,7 +1,10 @@
 #include "rlflow/ir/composites.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <string_view>
 
 #include "rlflow/ir/shape_inference.h"
 
@@ -304,6 +307,93 @@ class Matcher {
     return std::nullopt;
   }
 
+  // An opaque default-domain op of one input and one output named `type` (ops the IR does not model).
+  bool opaque_unary(const Node& n, std::string_view type) const {
+    if (n.kind != OpKind::kOpaque || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+    const auto& p = std::get<OpaqueParams>(n.params);
+    return (p.domain.empty() || p.domain == "ai.onnx") && p.op_type == type;
+  }
+
+  // Whether v's two halves along its last axis are provably equal: a Weight whose halves are, or an
+  // elementwise chain (Cast, Cos, Sin, arithmetic with a scalar constant) over Concat(f, f) on the last
+  // axis, as HF computes cos(cat(freqs, freqs)). An elementwise op of a Concat of equal halves has
+  // equal halves.
+  bool equal_halves(ValueRef v, int depth = 0) const {
+    const Node& n = node(v);
+    const TensorType& t = g_.type(v);
+    if (depth > 8 || t.rank() < 1 || t.shape.back() % 2 != 0) return false;
+    if (n.kind == OpKind::kWeight) {
+      if (!n.value) return false;
+      const auto x = n.value->as_double();
+      const auto d = static_cast<size_t>(t.shape.back()), h = d / 2;
+      for (size_t r = 0; r < x.size(); r += d)
+        for (size_t i = 0; i < h; ++i)
+          if (x[r + i] != x[r + h + i]) return false;
+      return true;
+    }
+    if (n.kind == OpKind::kConcat)
+      return n.inputs.size() == 2 && n.inputs[0] == n.inputs[1] && std::get<AxisParams>(n.params).axis == t.rank() - 1;
+    if (n.kind == OpKind::kUnsqueeze) {
+      const auto& a = std::get<AxesParams>(n.params).axes;
+      return std::find(a.begin(), a.end(), t.rank() - 1) == a.end() && equal_halves(n.inputs[0], depth + 1);
+    }
+    if (n.kind == OpKind::kCast || opaque_unary(n, "Cos") || opaque_unary(n, "Sin")) return g_.type(n.inputs[0]).shape == t.shape && equal_halves(n.inputs[0], depth + 1);
+    if (n.kind == OpKind::kMul || n.kind == OpKind::kDiv || n.kind == OpKind::kAdd || n.kind == OpKind::kSub) {
+      for (int k = 0; k < 2; ++k)
+        if (scalar(n.inputs[static_cast<size_t>(k)]) && g_.type(n.inputs[static_cast<size_t>(1 - k)]).shape == t.shape)
+          return equal_halves(n.inputs[static_cast<size_t>(1 - k)], depth + 1);
+    }
+    return false;
+  }
+
+  // Slice(x, [b, e) on the last axis, step 1), interior.
+  bool last_axis_slice(ValueRef v, ValueRef x, int64_t b, int64_t e) const {
+    const Node& n = node(v);
+    if (n.kind != OpKind::kSlice || n.inputs[0] != x || !interior(v.node)) return false;
+    const auto& p = std::get<SliceParams>(n.params);
+    return p.axes == std::vector<int64_t>{g_.type(x).rank() - 1} && p.starts == std::vector<int64_t>{b} && p.ends == std::vector<int64_t>{e} &&
+           p.steps == std::vector<int64_t>{1};
+  }
+
+  // HF LLaMA's rotary embedding rooted at the Add: x * cos + rotate_half(x) * sin, with
+  // rotate_half(x) = Concat(Neg(x[..., D/2:]), x[..., :D/2]), x (B, H, S, D), cos and sin (B, 1, S, D)
+  // with equal halves, so that they are the op's (B, S, D/2) caches written twice. Returns the
+  // fused node with cos and sin (the 4-D values) as its inputs 1 and 2; the caller puts the caches there.
+  std::optional<Node> rotary(NodeId root, std::vector<NodeId>* chain) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kAdd || r.outputs.size() != 1 || !is_float(r.outputs[0].dtype) || r.outputs[0].rank() != 4) return std::nullopt;
+    const Shape& xs = r.outputs[0].shape;
+    const int64_t d = xs[3], h = d / 2;
+    if (d % 2 != 0) return std::nullopt;
+    auto cache_ok = [&](ValueRef c) {
+      const TensorType& t = g_.type(c);
+      return t.dtype == r.outputs[0].dtype && t.shape == Shape{xs[0], 1, xs[2], d} && equal_halves(c);
+    };
+    for (int k = 0; k < 2; ++k) {
+      const ValueRef a = r.inputs[static_cast<size_t>(k)], b = r.inputs[static_cast<size_t>(1 - k)];
+      const Node& an = node(a);
+      const Node& bn = node(b);
+      if (an.kind != OpKind::kMul || bn.kind != OpKind::kMul || !interior(a.node) || !interior(b.node)) continue;
+      for (int j = 0; j < 2; ++j) {
+        const ValueRef x = an.inputs[static_cast<size_t>(j)], cos = an.inputs[static_cast<size_t>(1 - j)];
+        if (g_.type(x) != r.outputs[0]) continue;
+        for (int i = 0; i < 2; ++i) {
+          const ValueRef rot = bn.inputs[static_cast<size_t>(i)], sin = bn.inputs[static_cast<size_t>(1 - i)];
+          const Node& cn = node(rot);
+          if (cn.kind != OpKind::kConcat || cn.inputs.size() != 2 || !interior(rot.node) || std::get<AxisParams>(cn.params).axis != 3) continue;
+          const ValueRef neg = cn.inputs[0], first = cn.inputs[1];
+          const Node& nn = node(neg);
+          if (!opaque_unary(nn, "Neg") || !interior(neg.node)) continue;
+          if (!last_axis_slice(nn.inputs[0], x, h, d) || !last_axis_slice(first, x, 0, h)) continue;
+          if (!cache_ok(cos) || !cache_ok(sin)) continue;
+          *chain = {root, a.node, b.node, rot.node, neg.node, nn.inputs[0].node, first.node};
+          return fused_node(r, OpKind::kRotaryEmbedding, RotaryParams{}, {x, cos, sin});
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
   void claim(const std::vector<NodeId>& nodes) {
     for (auto id : nodes) claimed_[static_cast<size_t>(id)] = true;
   }
@@ -314,6 +404,45 @@ class Matcher {
   std::vector<bool> is_output_;
   std::vector<bool> claimed_;
 };
+
+// The (B, S, D/2) cache RotaryEmbedding reads for a (B, 1, S, D) cos or sin whose halves are equal:
+// its first half, as a new weight when it is one, else sliced off (once per value, for q and k alike).
+ValueRef half_cache(Graph* g, ValueRef c, std::map<std::pair<NodeId, int>, ValueRef>* memo) {
+  const auto key = std::make_pair(c.node, c.index);
+  if (auto it = memo->find(key); it != memo->end()) return it->second;
+  const TensorType t = g->type(c);
+  const int64_t h = t.shape[3] / 2;
+  const Shape half{t.shape[0], t.shape[2], h};
+  const Node& src = g->node(c.node);
+  ValueRef out;
+  if (src.kind == OpKind::kWeight) {
+    const auto x = src.value->as_double();
+    std::vector<double> v;
+    for (size_t r = 0; r < x.size(); r += static_cast<size_t>(2 * h))
+      v.insert(v.end(), x.begin() + static_cast<std::ptrdiff_t>(r), x.begin() + static_cast<std::ptrdiff_t>(r + static_cast<size_t>(h)));
+    Node w;
+    w.kind = OpKind::kWeight;
+    w.value = Tensor::from_doubles(t.dtype, half, v);
+    w.outputs = {{t.dtype, half}};
+    w.name = src.name + "_half";
+    out = {g->add(std::move(w)), 0};
+  } else {
+    Node s;
+    s.kind = OpKind::kSlice;
+    s.params = SliceParams{{0}, {h}, {3}, {1}};
+    s.inputs = {c};
+    s.outputs = {{t.dtype, {t.shape[0], 1, t.shape[2], h}}};
+    const ValueRef sliced{g->add(std::move(s)), 0};
+    Node q;
+    q.kind = OpKind::kSqueeze;
+    q.params = AxesParams{{1}, true};
+    q.inputs = {sliced};
+    q.outputs = {{t.dtype, half}};
+    out = {g->add(std::move(q)), 0};
+  }
+  memo->emplace(key, out);
+  return out;
+}
 
 }  // namespace
 
@@ -345,11 +474,29 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
       ++st.rms_norm;
       m.claim(chain);
       replace.emplace_back(id, std::move(*rn));
+    } else if (auto re = v >= kRotaryEmbeddingOpset ? m.rotary(id, &chain) : std::nullopt) {
+      ++st.rotary_embedding;
+      m.claim(chain);
+      replace.emplace_back(id, std::move(*re));
     }
   }
   if (replace.empty()) return g;
   Graph out = g;
-  for (auto& [id, n] : replace) out.mutable_node(id) = std::move(n);
+  // A rotary embedding reads caches that are new nodes, added after its root: sorted again below.
+  bool added = false;
+  std::map<std::pair<NodeId, int>, ValueRef> caches;
+  for (auto& [id, n] : replace) {
+    if (n.kind == OpKind::kRotaryEmbedding) {
+      for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], &caches);
+      added = true;
+    }
+    out.mutable_node(id) = std::move(n);
+  }
+  if (added) {
+    auto sorted = topo_sorted(out.nodes(), out.outputs(), out.meta());
+    if (!sorted) return g;
+    out = std::move(*sorted);
+  }
   out = remove_dead_nodes(std::move(out));
   st.removed_nodes += static_cast<int>(g.num_ops() - out.num_ops());
   return out;

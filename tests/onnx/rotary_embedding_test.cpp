@@ -10,17 +10,22 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "exec/common.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/ir/shape_inference.h"
 #include "rlflow/onnx/model_io.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -131,6 +136,10 @@ Graph reimport(const std::string& bytes) {
   auto r = onnxio::import_model(bytes, "re-import", ".", import_options());
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(*r) : Graph{};
+}
+
+size_t count_kind(const Graph& g, OpKind k) {
+  return static_cast<size_t>(std::count_if(g.nodes().begin(), g.nodes().end(), [k](const Node& n) { return n.kind == k; }));
 }
 
 void expect_checker_passes(onnx::ModelProto m) {
@@ -266,4 +275,85 @@ TEST(RotaryEmbedding, TheInterleavedFormIsNotWrittenBelowOpset23) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
   EXPECT_NE(r.error().message.find("interleaved"), std::string::npos) << r.error().message;
+}
+
+// tiny_rope.onnx (opset 17) holds HF LLaMA's rotary embedding as PyTorch writes it, for q and k: cos
+// and sin computed from the positions (an input), unsqueezed to (B, 1, S, D). At its own opset
+// nothing fuses; at 23 each rotate_half chain is one RotaryEmbedding reading the caches' first half,
+// one slice shared by q and k, and the graph computes the same and is written with the op.
+TEST(RotaryEmbedding, TheLlamaChainFusesOnlyAtOpset23) {
+  auto g = onnxio::import_model_file((fs::path(RLFLOW_TEST_DATA) / "tiny_rope.onnx").string(), import_options());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_EQ(g->meta().opset(""), 17);
+  CompositeStats at17;
+  EXPECT_EQ(recognise_composites(*g, &at17).num_ops(), g->num_ops());
+  EXPECT_EQ(at17.total(), 0);
+
+  Graph up = *g;
+  ASSERT_TRUE(onnxio::set_output_opset(&up, 23).ok());
+  CompositeStats st;
+  const Graph fused = recognise_composites(up, &st);
+  EXPECT_EQ(st.rotary_embedding, 2);
+  EXPECT_EQ(count_kind(fused, OpKind::kRotaryEmbedding), 2u);
+  EXPECT_EQ(count_kind(fused, OpKind::kConcat), 1u);  // cat(freqs, freqs) stays: cos and sin read it
+  EXPECT_EQ(count_kind(fused, OpKind::kSlice), 2u);   // each cache's first half, once for q and k
+  EXPECT_TRUE(validate(fused).ok());
+  rlflow::testing::expect_same_numbers(*g, fused, 1e-5, 1e-5);
+
+  auto m = export_checked(fused);
+  const auto p = parse(m.model_bytes);
+  const auto ops = op_types(p);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "RotaryEmbedding"), 2);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Neg"), 0);
+  expect_checker_passes(p);
+  rlflow::testing::expect_same_numbers(*g, reimport(m.model_bytes), 1e-5, 1e-5);
+}
+
+// With the positions an initializer the importer folds cos and sin into weights: their halves are
+// checked by value, and the caches become weights of their first half.
+TEST(RotaryEmbedding, FoldedCachesFuseByValueAndAChainWhoseHalvesDifferDoesNot) {
+  auto load = [](bool distinct_halves) {
+    onnx::ModelProto m;
+    std::ifstream f(fs::path(RLFLOW_TEST_DATA) / "tiny_rope.onnx", std::ios::binary);
+    EXPECT_TRUE(m.ParseFromString(std::string(std::istreambuf_iterator<char>(f), {})));
+    auto* gp = m.mutable_graph();
+    for (int i = 0; i < gp->input_size(); ++i)
+      if (gp->input(i).name() == "pos") gp->mutable_input()->DeleteSubrange(i, 1);
+    auto* pos = gp->add_initializer();
+    pos->set_name("pos");
+    pos->set_data_type(onnx::TensorProto::FLOAT);
+    pos->add_dims(1);
+    pos->add_dims(4);
+    for (float v : {0.f, 1.f, 2.f, 3.f}) pos->add_float_data(v);
+    if (distinct_halves) {  // cos scaled by a vector whose halves differ: no longer a cache written twice
+      auto* t = gp->add_initializer();
+      t->set_name("uneven_scale");
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(8);
+      for (int k = 0; k < 8; ++k) t->add_float_data(1.f + 0.01f * static_cast<float>(k));
+      for (auto& n : *gp->mutable_node())
+        if (n.output(0) == "cos_scaled") *n.mutable_input(1) = "uneven_scale";
+    }
+    auto g = onnxio::import_model(m.SerializeAsString(), "folded", ".", import_options());
+    EXPECT_TRUE(g.ok()) << g.error().message;
+    Graph out = g.ok() ? std::move(*g) : Graph{};
+    EXPECT_TRUE(onnxio::set_output_opset(&out, 23).ok());
+    return out;
+  };
+  const Graph g = load(false);
+  CompositeStats st;
+  const Graph fused = recognise_composites(g, &st);
+  EXPECT_EQ(st.rotary_embedding, 2);
+  EXPECT_EQ(count_kind(fused, OpKind::kSlice), 0u);
+  for (const auto& n : fused.nodes())
+    if (n.kind == OpKind::kRotaryEmbedding) {
+      EXPECT_EQ(fused.node(n.inputs[1].node).kind, OpKind::kWeight);
+      EXPECT_EQ(fused.type(n.inputs[1]).shape, (Shape{1, 4, 4}));
+    }
+  rlflow::testing::expect_same_numbers(g, fused, 1e-5, 1e-5);
+
+  const Graph other = load(true);
+  CompositeStats none;
+  recognise_composites(other, &none);
+  EXPECT_EQ(none.rotary_embedding, 0);
 }
