@@ -22,25 +22,17 @@
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/composites.h"
 #include "rlflow/onnx/model_io.h"
+#include "onnx/opset_test_helpers.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
 namespace fs = std::filesystem;
 
+using namespace rlflow_onnx_test;
+
 namespace {
 
 const fs::path kData = RLFLOW_TEST_DATA;
-
-const exec::Executor& executor() {
-  static const exec::Executor ex;
-  return ex;
-}
-
-onnxio::ImportOptions import_options() {
-  onnxio::ImportOptions o;
-  o.evaluator = &executor();
-  return o;
-}
 
 GraphBuilder builder_at_opset(int64_t opset) {
   ModelMeta meta;
@@ -61,48 +53,6 @@ Graph rms_graph(int64_t opset, int64_t axis = 2) {
   g.meta().ir_version = 8;
   if (opset > 17) EXPECT_TRUE(onnxio::set_output_opset(&g, opset).ok());
   return g;
-}
-
-onnxio::ExportedModel export_checked(const Graph& g) {
-  onnxio::ExportOptions o;
-  o.evaluator = &executor();
-  o.check = true;
-  auto r = onnxio::export_model(g, o, "model.onnx");
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  return r.ok() ? std::move(*r) : onnxio::ExportedModel{};
-}
-
-onnx::ModelProto parse(const std::string& bytes) {
-  onnx::ModelProto m;
-  EXPECT_TRUE(m.ParseFromString(bytes));
-  return m;
-}
-
-std::vector<std::string> op_types(const onnx::ModelProto& m) {
-  std::vector<std::string> ops;
-  for (const auto& n : m.graph().node()) ops.push_back(n.op_type());
-  return ops;
-}
-
-Graph reimport(const std::string& bytes) {
-  auto r = onnxio::import_model(bytes, "re-import", ".", import_options());
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  return r.ok() ? std::move(*r) : Graph{};
-}
-
-size_t count_kind(const Graph& g, OpKind k) {
-  return static_cast<size_t>(std::count_if(g.nodes().begin(), g.nodes().end(), [k](const Node& n) { return n.kind == k; }));
-}
-
-// The strict check: onnx.checker and strict shape inference, with the linked onnx 1.19.
-void expect_checker_passes(onnx::ModelProto m) {
-  try {
-    onnx::checker::check_model(m);
-    onnx::ShapeInferenceOptions o{true, 1, false};
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), o);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << e.what();
-  }
 }
 
 }  // namespace
