@@ -150,6 +150,10 @@ int run(int argc, char** argv) {
                 "and ort are deterministic already)");
     c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
     c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+    c->add_option("--opset", t.opset,
+                  "Train on the graphs `optimise --opset N` searches: each model as written at this opset, with the composite "
+                  "chains that opset fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused")
+        ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   };
   TrainAgentOptions train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");

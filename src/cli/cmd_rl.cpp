@@ -107,7 +107,9 @@ Expected<Loaded> load_inputs(const TrainCommonOptions& o) {
   for (const auto& path : o.models) {
     auto graph = load_model(path, o.input_shapes, ex);
     if (!graph) return graph.error();
-    // The agent trains on the graphs `optimise` searches: composite chains already fused.
+    // The agent trains on the graphs `optimise` searches: at --opset N (as optimise's), with the
+    // composite chains that opset fuses already fused.
+    if (o.opset > 0) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*graph, o.opset));
     l.models.push_back({path, ir::recognise_composites(*graph)});
   }
   const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;

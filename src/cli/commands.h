@@ -49,6 +49,7 @@ struct TrainCommonOptions {
   std::string cost_model = "auto";  // auto: the target's
   bool deterministic = false;
   std::string device_profile;
+  int64_t opset = 0;  // > 0: train on the graphs `optimise --opset N` searches (composites of that opset fused)
 };
 
 // `rlflow train-agent`.
