@@ -9,15 +9,31 @@
 #include "rlflow/bench/stats.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/ir/builder.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/onnx/model_io.h"
 
 namespace rlflow::bench {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The opset a one-node model is written at: 17 (LayerNormalization's), or the first opset that has
+// the op as one node (Gelu 20; RMSNormalization, RotaryEmbedding 23), which onnxruntime >= 1.24.1 runs.
+int64_t single_op_opset(ir::OpKind k) {
+  switch (k) {
+    case ir::OpKind::kGelu: return ir::kGeluOpset;
+    case ir::OpKind::kRMSNorm: return ir::kRMSNormOpset;
+    case ir::OpKind::kRotaryEmbedding: return ir::kRotaryEmbeddingOpset;
+    default: return ir::kLayerNormOpset;
+  }
+}
+
+}  // namespace
+
 Expected<ir::Graph> single_op_graph(const cost::OpSignature& sig) {
   ir::ModelMeta meta;
-  meta.opsets = {{"", 17}};  // LayerNormalization is an ONNX op from opset 17
+  meta.opsets = {{"", single_op_opset(sig.kind)}};
   ir::GraphBuilder b(meta);
   std::vector<ir::ValueRef> ins;
   for (size_t k = 0; k < sig.inputs.size(); ++k) {

@@ -295,5 +295,46 @@ TEST(OrtMeasured, TheCostFactoryBuildsItOnceRegistered) {
   EXPECT_GE(*ms, 0);
 }
 
+// ort-measured times an op as a one-node model: a fused op must be written as that one node, at the
+// first opset that has it, not as the chain an older opset spells it with (which would price the
+// chain, not the op).
+TEST(OrtMeasured, AOneNodeModelHoldsTheFusedOpItself) {
+  const ir::TensorType x{ir::DType::kFloat32, {1, 4, 16, 8}};
+  cost::OpSignature rms;
+  rms.kind = ir::OpKind::kRMSNorm;
+  rms.params = ir::NormParams{3, 1e-5};
+  rms.inputs = {x, {ir::DType::kFloat32, {8}}};
+  rms.input_is_constant = {false, true};
+  rms.outputs = {x};
+  cost::OpSignature rope;
+  rope.kind = ir::OpKind::kRotaryEmbedding;
+  rope.params = ir::RotaryParams{};
+  rope.inputs = {x, {ir::DType::kFloat32, {1, 16, 4}}, {ir::DType::kFloat32, {1, 16, 4}}};
+  rope.input_is_constant = {false, true, true};
+  rope.outputs = {x};
+  const fs::path dir = fs::temp_directory_path() / ("rlflow-one-node-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  for (const auto* sig : {&rms, &rope}) {
+    auto g = single_op_graph(*sig);
+    ASSERT_TRUE(g) << g.error().message;
+    EXPECT_EQ(g->meta().opset(""), 23) << sig->str();
+    const std::string path = (dir / "op.onnx").string();
+    onnxio::ExportOptions eo;
+    ASSERT_TRUE(onnxio::write_model_file(*g, path, eo).ok());
+    auto back = onnxio::import_model_file(path, {});
+    ASSERT_TRUE(back) << back.error().message;
+    int ops = 0, fused = 0;
+    for (ir::NodeId id = 0; id < static_cast<ir::NodeId>(back->size()); ++id) {
+      const auto k = back->node(id).kind;
+      if (k == ir::OpKind::kInput || k == ir::OpKind::kWeight || k == ir::OpKind::kConstant) continue;
+      ++ops;
+      fused += k == sig->kind;
+    }
+    EXPECT_EQ(ops, 1) << sig->str();
+    EXPECT_EQ(fused, 1) << sig->str();
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace rlflow::bench
