@@ -19,6 +19,8 @@ the members' mean reward minus L times their standard deviation (MOPO). Each pen
 unpenalised dream score (members' mean reward) and its gap to the real score are reported next to the objective,
 with, per penalty, the largest gap and the rank correlation of dream and real score across the temperatures.
 --cost-model recorded runs on the recorded H100 timings (deterministic without --deterministic).
+--match-features builds the world model with model.match_features (an action is also the chosen match's features,
+carried by the dream per location; docs/rl.md).
 
 Every run passes --device-profile (default h100-datasheet; '' for none). Writes --md (markdown table, headed by the model,
 episodes and the world model's held-out metrics), --json-out (every number) and --png (dream score and real score
@@ -101,9 +103,10 @@ def build_world_model(args) -> dict:
         res["agent_doc"] = r["doc"]
         encoder = ["--agent", res["agent"]]
     wm_config: list[str] = []
-    if args.ensemble > 1 or not args.count_state:
+    if args.ensemble > 1 or not args.count_state or args.match_features:
         cfg = args.out_dir / "world_model.yaml"
-        cfg.write_text(f"model:\n  ensemble: {args.ensemble}\n  count_state: {'true' if args.count_state else 'false'}\n")
+        cfg.write_text(f"model:\n  ensemble: {args.ensemble}\n  count_state: {'true' if args.count_state else 'false'}\n"
+                       f"  match_features: {'true' if args.match_features else 'false'}\n")
         wm_config = ["--config", str(cfg)]
     log(f"train-world-model --episodes {args.wm_episodes} (ensemble {args.ensemble}) -> {wm}")
     r = rlflow(args.binary, ["train-world-model", *common_args(args), *encoder, *wm_config, "--out", str(wm),
@@ -276,6 +279,8 @@ def header(args, wm: dict) -> str:
                    f"mask accuracy {num(wm.get('mask_accuracy'), '{:.4f}')}")
     ens = (f"an ensemble of {args.ensemble} world models" if args.ensemble > 1 else "one world model")
     ens += " with explicit location counts (count_state)" if args.count_state else " without count_state"
+    if args.match_features:
+        ens += " and the chosen match's features (match_features)"
     return (f"Temperature sweep on {model}{prof}, {args.cost_model} cost (deterministic), {ens}; {args.dream_episodes} dream episodes "
             f"per agent ({args.dream_batch} per PPO update), seeds 0..{args.seeds - 1}; {wm_text}. Mean ± sample std over seeds; real score = improvement "
             f"(%) of the greedy rollout in the real environment.")
@@ -351,6 +356,9 @@ def main() -> int:
     ap.add_argument("--no-count-state", dest="count_state", action="store_false",
                     help="build the world model with model.count_state false (mask and count heads predict afresh; "
                          "the model before explicit location counts)")
+    ap.add_argument("--match-features", action="store_true",
+                    help="build the world model with model.match_features true (an action is also the chosen match's "
+                         "features, carried by the dream per location; needs count_state)")
     ap.add_argument("--penalties", type=float, nargs="+", default=[0.0],
                     help="train-agent --uncertainty-penalty values, each with every temperature (default 0; > 0 needs --ensemble >= 2)")
     ap.add_argument("--cost-model", default="analytic", choices=["analytic", "recorded"],
@@ -384,7 +392,8 @@ def main() -> int:
         args.world_model = args.world_model.resolve()
 
     config = {"model": str(args.model), "device_profile": args.device_profile or None, "deterministic": True,
-              "cost_model": args.cost_model, "ensemble": args.ensemble, "count_state": args.count_state, "penalties": args.penalties,
+              "cost_model": args.cost_model, "ensemble": args.ensemble, "count_state": args.count_state,
+              "match_features": args.match_features, "penalties": args.penalties,
               "temperatures": args.temperatures, "seeds": args.seeds, "agent_episodes": args.agent_episodes,
               "wm_episodes": args.wm_episodes, "dream_episodes": args.dream_episodes,
               "world_model": str(args.world_model) if args.world_model else None, "binary": args.binary,

@@ -54,8 +54,19 @@ std::vector<Observation> DreamBatch::reset(const std::vector<DreamStart>& starts
     c_.push_back(state.c);
   }
   t_.assign(static_cast<size_t>(E), 0);
+  matches_.assign(static_cast<size_t>(E), {});
   for (int64_t e = 0; e < E; ++e) {
     const auto& s = starts[static_cast<size_t>(e)];
+    if (net->match_features > 0) {
+      // Each list as long as the start's count (the real state's matches).
+      matches_[static_cast<size_t>(e)] = s.matches;
+      matches_[static_cast<size_t>(e)].resize(s.count.size());
+      std::vector<uint16_t> c(s.count.size());
+      for (size_t x = 0; x < c.size(); ++x) c[x] = s.xfer_mask[x] ? s.count[x] : 0;
+      MatchRow mid{};
+      mid[kMatchFeatures] = 0.5f;
+      fit_matches(matches_[static_cast<size_t>(e)], mid, c);
+    }
     std::copy(s.z.begin(), s.z.end(), z_[e].data_ptr<float>());
     float* c = counts_[e].data_ptr<float>();
     for (size_t x = 0; x < s.count.size(); ++x) c[x] = s.xfer_mask[x] ? static_cast<float>(s.count[x]) : 0.f;
@@ -87,11 +98,21 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
   auto z = z_.index_select(0, idx);
   auto counts = counts_.index_select(0, idx);
   auto xt = torch::tensor(xs, torch::kInt64), lt = torch::tensor(ls, torch::kInt64);
+  const int F = members_[0]->match_features;
+  torch::Tensor feats;
+  std::vector<MatchRow> taken;
+  if (F > 0) {
+    feats = torch::zeros({B, F});
+    for (int64_t b = 0; b < B; ++b) {
+      taken.push_back(take_match(matches_[which[static_cast<size_t>(b)]], actions[static_cast<size_t>(b)]));
+      std::copy(taken.back().begin(), taken.back().begin() + F, feats[b].data_ptr<float>());
+    }
+  }
   std::vector<torch::Tensor> z_next, mask_prob, log_count, reward, done_logit;
   for (size_t k = 0; k < K; ++k) {
     auto& net = members_[k];
     WorldModelNetImpl::State s{h_[k].index_select(0, idx), c_[k].index_select(0, idx)};
-    auto [next, heads] = net->step(z, net->action_input(xt, lt), s, counts);
+    auto [next, heads] = net->step(z, net->action_input(xt, lt, feats), s, counts);
     z_next.push_back(mdn_sample(heads.logit_pi, heads.mu, heads.log_sigma, tau_));
     h_[k].index_copy_(0, idx, next.h);
     c_[k].index_copy_(0, idx, next.c);
@@ -127,6 +148,15 @@ std::vector<Step> DreamBatch::step(const std::vector<size_t>& which, const std::
     // The carried counts: c + the members' mean change, rounded; the mask is c >= 1.
     auto next = members_[0]->next_counts(counts, lc_t);
     counts_.index_copy_(0, idx, next);
+    if (F > 0) {
+      auto nc = next.contiguous();
+      for (int64_t b = 0; b < B; ++b) {
+        const float* row = nc.data_ptr<float>() + b * N;
+        std::vector<uint16_t> c(static_cast<size_t>(N));
+        for (int64_t x = 0; x < N; ++x) c[static_cast<size_t>(x)] = static_cast<uint16_t>(row[x]);
+        fit_matches(matches_[which[static_cast<size_t>(b)]], taken[static_cast<size_t>(b)], c);
+      }
+    }
     mp_t = (next >= 1).to(torch::kFloat);
     lc_t = torch::log1p(next);
   }
@@ -174,7 +204,11 @@ Expected<Step> DreamEnv::step(const Action& a) {
   return s;
 }
 
-void RealActor::reset() { state_ = net_->initial(1); }
+void RealActor::reset() {
+  state_ = net_->initial(1);
+  fresh_ = true;
+  pending_ = false;
+}
 
 Action RealActor::choose(Observation& o, bool greedy, std::mt19937_64& rng) {
   torch::NoGradGuard ng;
@@ -185,6 +219,11 @@ Action RealActor::choose(Observation& o, bool greedy, std::mt19937_64& rng) {
     std::vector<uint16_t> count;
     state_masks(o, mask, count);
     counts_ = torch::tensor(std::vector<float>(count.begin(), count.end())).unsqueeze(0);
+    if (net_->match_features > 0) {
+      if (fresh_) rows_ = match_rows(o);
+      else if (pending_) fit_matches(rows_, taken_, count);
+      fresh_ = pending_ = false;
+    }
   }
   auto lat = torch::cat({z_, state_.h}, 1).contiguous();
   o.latent.assign(lat.data_ptr<float>(), lat.data_ptr<float>() + lat.numel());
@@ -193,8 +232,14 @@ Action RealActor::choose(Observation& o, bool greedy, std::mt19937_64& rng) {
 
 void RealActor::advance(const Action& a) {
   torch::NoGradGuard ng;
+  torch::Tensor feats;
+  if (net_->match_features > 0) {
+    taken_ = take_match(rows_, a);
+    pending_ = true;
+    feats = torch::from_blob(taken_.data(), {1, net_->match_features}, torch::kFloat).clone();
+  }
   state_ = net_->step(z_, net_->action_input(torch::tensor({static_cast<int64_t>(a.xfer)}, torch::kInt64),
-                                             torch::tensor({static_cast<int64_t>(a.location)}, torch::kInt64)),
+                                             torch::tensor({static_cast<int64_t>(a.location)}, torch::kInt64), feats),
                       state_, counts_)
                .first;
 }
@@ -272,7 +317,7 @@ Expected<LoadedWorldModel> load_world_model(const std::string& path, const Rules
   const int K = kind == "world-model" ? std::max(1, meta->value("ensemble", 1)) : 1;
   for (int k = 0; k < K; ++k)
     w.members.emplace_back(Z, N, static_cast<int>(w.agent_cfg.env.max_locations), w.cfg.lstm_hidden, w.cfg.mixtures, w.cfg.log_sigma_min,
-                           w.cfg.log_sigma_max, w.cfg.count_state);
+                           w.cfg.log_sigma_max, w.cfg.count_state, w.cfg.match_features ? wm::kMatchFeatures : 0);
   w.net = w.members[0];
   if (auto st = checkpoint::load(path, wm::ensemble_modules(w.members, w.encoder), nullptr); !st.ok()) return st.error();
   w.encoder->eval();
@@ -361,6 +406,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     s.xfer_mask = obs->xfer_mask;
     std::vector<uint8_t> mask;
     wm::state_masks(*obs, mask, s.count);
+    s.matches = wm::match_rows(*obs);
     starts.push_back(std::move(s));
   }
   wm::ControllerNet ctrl(Z + w->cfg.lstm_hidden, N, cfg.hidden, static_cast<int>(cfg.env.max_locations));

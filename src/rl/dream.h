@@ -4,6 +4,7 @@
 #include <random>
 
 #include "rlflow/rl/world_model.h"
+#include "world_model_data.h"
 #include "world_model_net.h"
 
 namespace rlflow::rl::wm {
@@ -13,6 +14,7 @@ struct DreamStart {
   std::vector<float> z;
   std::vector<uint8_t> xfer_mask;  // N + 1
   std::vector<uint16_t> count;     // N
+  MatchRows matches;               // match_rows of the real state (used by match_features world models)
 };
 
 // E dream environments stepped together by one forward pass of the world model. Rewards are
@@ -35,6 +37,8 @@ class DreamBatch {
   // The last step's unpenalised rewards (the members' mean), in the order of `which`.
   const std::vector<double>& raw_rewards() const { return raw_; }
   // Mean over the dream steps so far of the members' reward standard deviation (0 for one member).
+  // match_features world models: environment e's carried match lists (per xfer, in location order).
+  const MatchRows& matches(size_t e) const { return matches_[e]; }
   double mean_disagreement() const { return disagreement_n_ ? disagreement_sum_ / static_cast<double>(disagreement_n_) : 0.0; }
 
  private:
@@ -45,6 +49,7 @@ class DreamBatch {
   std::mt19937_64 pick_;
   torch::Tensor z_;
   torch::Tensor counts_;              // [E, N] valid locations per xfer (count_state world models)
+  std::vector<MatchRows> matches_;    // per environment: the carried match lists (match_features world models)
   std::vector<torch::Tensor> h_, c_;  // per member
   std::vector<int> t_;
   std::vector<double> raw_;
@@ -87,6 +92,11 @@ class RealActor {
   WorldModelNet net_;
   WorldModelNetImpl::State state_;
   torch::Tensor z_, counts_;
+  // match_features: the carried match lists, as the dream and the data keep them; the row taken by
+  // advance() is fitted to the counts of the state that follows at the next choose().
+  MatchRows rows_;
+  MatchRow taken_{};
+  bool fresh_ = true, pending_ = false;
 };
 
 // A dream-controller checkpoint as a RealActor; it must have been trained with `rules`.

@@ -29,6 +29,7 @@ void visit_wm(WorldModelConfig& c, F&& f) {
   f("model.mixtures", c.mixtures);
   f("model.ensemble", c.ensemble);
   f("model.count_state", c.count_state);
+  f("model.match_features", c.match_features);
   f("model.log_sigma_min", c.log_sigma_min);
   f("model.log_sigma_max", c.log_sigma_max);
   f("loss.nll", c.w_nll);
@@ -58,6 +59,8 @@ Expected<WorldModelConfig> parse_world_model_config(const std::string& text, con
   if (c->lstm_hidden < 1 || c->mixtures < 1 || c->ensemble < 1 || c->epochs < 0 || c->batch_episodes < 1 || c->checkpoint_every < 1 ||
       c->learning_rate <= 0)
     return Error::bad_input(origin + ": sizes, epochs and learning_rate must be positive");
+  if (c->match_features && !c->count_state)
+    return Error::bad_input(origin + ": match_features needs count_state (the dream sizes the match lists by the counts)");
   if (c->log_sigma_min >= c->log_sigma_max) return Error::bad_input(origin + ": log_sigma_min must be below log_sigma_max");
   if (c->holdout < 0 || c->holdout >= 1 || c->noop_share < 0 || c->noop_share > 1 || c->policy_epsilon < 0 || c->policy_epsilon > 1)
     return Error::bad_input(origin + ": holdout must be in [0, 1), noop_share and policy_epsilon in [0, 1]");
@@ -79,10 +82,11 @@ namespace wm {
 // Episodes padded to the longest into [B, T(+1), ...] tensors.
 struct SeqBatch {
   torch::Tensor z, mask, count, xfer, location, reward, done, valid;  // count: valid locations per xfer
+  torch::Tensor feat;                                                // [B, T, F] with match features
   int64_t T = 0;
 };
 
-SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, int64_t N, int64_t L) {
+SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, int64_t N, int64_t L, int64_t F) {
   SeqBatch b;
   const int64_t B = static_cast<int64_t>(eps.size());
   for (const auto* e : eps) b.T = std::max<int64_t>(b.T, e->T);
@@ -94,6 +98,7 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
   b.reward = torch::zeros({B, b.T});
   b.done = torch::zeros({B, b.T});
   b.valid = torch::zeros({B, b.T});
+  if (F > 0) b.feat = torch::zeros({B, b.T, F});
   // Accessors: one write per element, not one tensor op.
   auto xa = b.xfer.accessor<int64_t, 2>(), la = b.location.accessor<int64_t, 2>();
   auto ra = b.reward.accessor<float, 2>(), da = b.done.accessor<float, 2>(),
@@ -106,6 +111,8 @@ SeqBatch make_seq_batch(const std::vector<const EpisodeData*>& eps, int64_t Z, i
     b.mask[i].slice(0, 0, S).copy_(m);
     auto c = torch::from_blob(const_cast<uint16_t*>(e.count.data()), {S * N}, torch::kInt16).to(torch::kInt32).bitwise_and(0xFFFF);
     b.count[i].slice(0, 0, S).copy_(c.to(torch::kFloat).view({S, N}));
+    if (F > 0 && e.T > 0)
+      b.feat[i].slice(0, 0, e.T).copy_(torch::from_blob(const_cast<float*>(e.feat.data()), {static_cast<int64_t>(e.T), F}, torch::kFloat));
     for (int64_t t = 0; t < e.T; ++t) {
       const auto k = static_cast<size_t>(t);
       xa[i][t] = e.xfer[k];
@@ -134,7 +141,7 @@ LossParts sequence_loss(WorldModelNet& net, const SeqBatch& b, const WorldModelC
   double mask_n = 0, count_n = 0;
   for (int64_t t = 0; t < b.T; ++t) {
     auto v = b.valid.select(1, t);
-    auto a = net->action_input(b.xfer.select(1, t), b.location.select(1, t));
+    auto a = net->action_input(b.xfer.select(1, t), b.location.select(1, t), b.feat.defined() ? b.feat.select(1, t) : torch::Tensor());
     auto [next, h] = net->step(zs.select(1, t), a, state, b.count.select(1, t));
     state = next;
     auto target_mask = b.mask.select(1, t + 1);
@@ -184,7 +191,7 @@ WorldModelMetrics evaluate_world_model(WorldModelNet& net, const std::vector<con
   for (size_t s = 0; s < eps.size(); s += static_cast<size_t>(cfg.batch_episodes)) {
     std::vector<const EpisodeData*> chunk(eps.begin() + static_cast<int64_t>(s),
                                           eps.begin() + static_cast<int64_t>(std::min(eps.size(), s + static_cast<size_t>(cfg.batch_episodes))));
-    auto b = make_seq_batch(chunk, Z, N, L);
+    auto b = make_seq_batch(chunk, Z, N, L, net->match_features);
     auto l = sequence_loss(net, b, cfg, reward_std);
     steps += l.steps;
     nll += l.nll.item<double>() * l.steps;
@@ -295,6 +302,10 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     if (auto st = wm::write_data(data_path, data); !st.ok()) return st.error();
   sum.episodes = static_cast<int64_t>(data.episodes.size());
   sum.data_steps = data.steps();
+  if (cfg.match_features)
+    for (const auto& e : data.episodes)
+      if (e.feat.size() != static_cast<size_t>(e.T) * wm::kMatchFeatures)
+        return Error::bad_input(data_path + ": rollouts recorded before match features; model.match_features needs a new --data path");
 
   // Held-out split: a seeded shuffle of episode indices.
   std::vector<size_t> order(data.episodes.size());
@@ -331,7 +342,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     auto var = (sum_z2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean.pow(2)).clamp_min(0.0);
     for (int k = 0; k < cfg.ensemble; ++k) {
       members.emplace_back(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min,
-                           cfg.log_sigma_max, cfg.count_state);
+                           cfg.log_sigma_max, cfg.count_state, cfg.match_features ? wm::kMatchFeatures : 0);
       members.back()->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
     }
   }
@@ -393,7 +404,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
       opt.zero_grad();
       for (size_t k = 0; k < members.size(); ++k) {
         std::vector<const wm::EpisodeData*> chunk(orders[k].begin() + static_cast<int64_t>(s), orders[k].begin() + static_cast<int64_t>(e));
-        auto l = wm::sequence_loss(members[k], wm::make_seq_batch(chunk, Z, N, L), cfg, rstd);
+        auto l = wm::sequence_loss(members[k], wm::make_seq_batch(chunk, Z, N, L, members[k]->match_features), cfg, rstd);
         l.total.backward();
         torch::nn::utils::clip_grad_norm_(members[k]->parameters(), cfg.max_grad_norm);
         if (k == 0) loss_sum += l.total.item<double>();

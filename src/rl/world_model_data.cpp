@@ -1,5 +1,7 @@
 #include "world_model_data.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "rlflow/util/file_io.h"
@@ -36,7 +38,13 @@ int64_t DataSet::steps() const {
 Status write_data(const std::string& path, const DataSet& d) {
   nlohmann::json h = d.header;
   h["format"] = kFormat;
-  h["version"] = 1;
+  // Features are written only when every episode has them (a file of an older version topped up
+  // with new episodes has none).
+  const bool feat = std::all_of(d.episodes.begin(), d.episodes.end(), [](const EpisodeData& e) {
+    return e.feat.size() == static_cast<size_t>(e.T) * kMatchFeatures;
+  });
+  h["version"] = 2;
+  h["match_features"] = feat ? kMatchFeatures : 0;
   h["episodes"] = d.episodes.size();
   std::string out = h.dump() + "\n";
   for (const auto& e : d.episodes) {
@@ -48,6 +56,7 @@ Status write_data(const std::string& path, const DataSet& d) {
     put(out, e.location);
     put(out, e.reward);
     put(out, e.done);
+    if (feat) put(out, e.feat);
   }
   return write_file_atomic(path, out);
 }
@@ -62,6 +71,9 @@ Expected<DataSet> read_data(const std::string& path) {
   if (d.header.is_discarded() || d.header.value("format", "") != kFormat) return Error::bad_input(path + ": not a world-model data file");
   const size_t Z = d.header.value("z_dim", 0), N = d.header.value("num_xfers", 0);
   const size_t count = d.header.value("episodes", 0);
+  const size_t F = d.header.value("match_features", 0);
+  if (F != 0 && F != static_cast<size_t>(kMatchFeatures))
+    return Error::bad_input(path + ": match features of another layout (" + std::to_string(F) + " per match)");
   size_t pos = nl + 1;
   for (size_t k = 0; k < count; ++k) {
     EpisodeData e;
@@ -71,7 +83,8 @@ Expected<DataSet> read_data(const std::string& path) {
     e.model = head[1];
     const size_t S = static_cast<size_t>(e.T) + 1, T = static_cast<size_t>(e.T);
     if (e.T < 0 || !get(*bytes, pos, e.z, S * Z) || !get(*bytes, pos, e.mask, S * N) || !get(*bytes, pos, e.count, S * N) ||
-        !get(*bytes, pos, e.xfer, T) || !get(*bytes, pos, e.location, T) || !get(*bytes, pos, e.reward, T) || !get(*bytes, pos, e.done, T))
+        !get(*bytes, pos, e.xfer, T) || !get(*bytes, pos, e.location, T) || !get(*bytes, pos, e.reward, T) || !get(*bytes, pos, e.done, T) ||
+        (F > 0 && !get(*bytes, pos, e.feat, T * F)))
       return Error::bad_input(path + ": truncated at episode " + std::to_string(k));
     d.episodes.push_back(std::move(e));
   }
@@ -108,6 +121,71 @@ void state_masks(const Observation& o, std::vector<uint8_t>& mask, std::vector<u
     if (x < o.location_valid.size())
       for (auto v : o.location_valid[x]) c = static_cast<uint16_t>(c + (v ? 1 : 0));
     count.push_back(o.xfer_mask[x] ? c : 0);
+  }
+}
+
+MatchRow match_row(const GraphFeatures& g, const rules::Match& m) {
+  MatchRow r{};
+  if (g.num_nodes <= 0 || m.nodes.empty()) return r;
+  const size_t nd = g.nodes.size() / static_cast<size_t>(g.num_nodes);
+  const size_t base = nd - 23;  // the node features after the op one-hot (features.cpp)
+  double share = 0, us = 0, pos = 0;
+  int counted = 0;
+  for (auto id : m.nodes) {
+    if (id < 0 || id >= g.num_nodes) continue;
+    const float* x = &g.nodes[static_cast<size_t>(id) * nd + base];
+    share += x[18];
+    us += std::expm1(10.0 * static_cast<double>(x[19]));
+    r[2] = std::max(r[2], x[16]);
+    r[3] = std::max(r[3], x[4]);
+    r[4] = std::max(r[4], x[13]);
+    r[5] = std::max(r[5], x[14]);
+    pos += id;
+    ++counted;
+  }
+  r[0] = static_cast<float>(share);
+  r[1] = static_cast<float>(std::log1p(std::max(0.0, us)) / 10.0);
+  r[6] = static_cast<float>(counted) / 8.f;
+  r[kMatchFeatures] = counted ? static_cast<float>(pos / counted / g.num_nodes) : 0.f;
+  return r;
+}
+
+MatchRows match_rows(const Observation& o) {
+  const size_t N = static_cast<size_t>(o.num_xfers());
+  MatchRows rows(N);
+  for (size_t x = 0; x < N && x < o.locations.size(); ++x) {
+    if (!o.xfer_mask[x] || !o.graph) continue;  // state_masks counts 0 here
+    for (size_t l = 0; l < o.locations[x].size(); ++l)
+      if (l < o.location_valid[x].size() && o.location_valid[x][l]) rows[x].push_back(match_row(*o.graph, o.locations[x][l]));
+  }
+  return rows;
+}
+
+MatchRow take_match(MatchRows& rows, const Action& a) {
+  MatchRow r{};
+  if (a.xfer < 0 || static_cast<size_t>(a.xfer) >= rows.size()) return r;  // NO-OP
+  auto& v = rows[static_cast<size_t>(a.xfer)];
+  if (a.location < 0 || static_cast<size_t>(a.location) >= v.size()) return r;
+  r = v[static_cast<size_t>(a.location)];
+  v.erase(v.begin() + a.location);
+  return r;
+}
+
+void fit_matches(MatchRows& rows, const MatchRow& taken, const std::vector<uint16_t>& counts) {
+  const float p = taken[kMatchFeatures];
+  for (size_t y = 0; y < rows.size() && y < counts.size(); ++y) {
+    auto& v = rows[y];
+    const size_t target = counts[y];
+    while (v.size() > target) {
+      size_t best = 0;
+      for (size_t k = 1; k < v.size(); ++k)
+        if (std::fabs(v[k][kMatchFeatures] - p) < std::fabs(v[best][kMatchFeatures] - p)) best = k;
+      v.erase(v.begin() + static_cast<int64_t>(best));
+    }
+    while (v.size() < target) {
+      auto at = std::upper_bound(v.begin(), v.end(), p, [](float q, const MatchRow& r) { return q < r[kMatchFeatures]; });
+      v.insert(at, taken);
+    }
   }
 }
 
@@ -148,6 +226,18 @@ Expected<EpisodeData> record_episode(Environment& env, nets::GraphEncoder& enc, 
     if (st->done) break;
   }
   e.T = static_cast<int32_t>(e.xfer.size());
+  // The chosen matches' features as a dream would carry them (the real counts standing in for the
+  // count head's), so the world model learns from the inputs the dream will give it.
+  MatchRows rows = match_rows(states[0]);
+  for (int32_t t = 0; t < e.T; ++t) {
+    const auto k = static_cast<size_t>(t);
+    const MatchRow r = take_match(rows, Action{e.xfer[k], e.location[k]});
+    e.feat.insert(e.feat.end(), r.begin(), r.begin() + kMatchFeatures);
+    std::vector<uint8_t> m;
+    std::vector<uint16_t> c;
+    state_masks(states[k + 1], m, c);
+    fit_matches(rows, r, c);
+  }
   std::vector<const GraphFeatures*> graphs;
   for (const auto& s : states) {
     graphs.push_back(s.graph.get());

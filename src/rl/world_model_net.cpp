@@ -21,19 +21,22 @@ torch::Tensor latent_batch(const std::vector<const std::vector<float>*>& rows, i
 
 }  // namespace
 
-WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double lo, double hi, bool cs)
-    : z_dim(z), num_xfers(n), max_locations(L), hidden(h), mixtures(k), count_state(cs), log_sigma_min(lo), log_sigma_max(hi) {
+WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double lo, double hi, bool cs, int mf)
+    : z_dim(z), num_xfers(n), max_locations(L), hidden(h), mixtures(k), count_state(cs), match_features(mf), log_sigma_min(lo),
+      log_sigma_max(hi) {
+  const int me = mf > 0 ? kMatchEmbedding : 0;
   z_mean = register_buffer("z_mean", torch::zeros({z}));
   z_std = register_buffer("z_std", torch::ones({z}));
   xfer_embedding = register_module("xfer_embedding", torch::nn::Embedding(n + 1, kXferEmbedding));
   location_embedding = register_module("location_embedding", torch::nn::Embedding(L, kLocationEmbedding));
-  cell = register_module("cell", torch::nn::LSTMCell(z + kXferEmbedding + kLocationEmbedding + (cs ? kCountEmbedding : 0), h));
+  cell = register_module("cell", torch::nn::LSTMCell(z + kXferEmbedding + kLocationEmbedding + me + (cs ? kCountEmbedding : 0), h));
   mdn = register_module("mdn", torch::nn::Linear(h, k + 2 * k * z));
-  reward = register_module("reward", torch::nn::Linear(h, 1));
+  reward = register_module("reward", torch::nn::Linear(h + me, 1));
   done = register_module("done", torch::nn::Linear(h, 1));
   mask = register_module("mask", torch::nn::Linear(h, n));
   count = register_module("count", torch::nn::Linear(h, n));
   if (cs) count_in = register_module("count_in", torch::nn::Linear(n, kCountEmbedding));
+  if (mf > 0) match_in = register_module("match_in", torch::nn::Linear(mf + kXferEmbedding, kMatchEmbedding));
 }
 
 void WorldModelNetImpl::set_normalization(const torch::Tensor& mean, const torch::Tensor& std) {
@@ -46,8 +49,13 @@ WorldModelNetImpl::State WorldModelNetImpl::initial(int64_t batch) const {
   return {torch::zeros({batch, hidden}), torch::zeros({batch, hidden})};
 }
 
-torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const torch::Tensor& location) {
-  return torch::cat({xfer_embedding->forward(xfer), location_embedding->forward(location.clamp(0, max_locations - 1))}, 1);
+torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const torch::Tensor& location, const torch::Tensor& features) {
+  auto xe = xfer_embedding->forward(xfer);
+  auto le = location_embedding->forward(location.clamp(0, max_locations - 1));
+  if (match_features <= 0) return torch::cat({xe, le}, 1);
+  auto f = features.defined() ? features : torch::zeros({xfer.size(0), match_features});
+  // Last kMatchEmbedding columns: step() hands them to the reward head as well.
+  return torch::cat({xe, le, torch::relu(match_in->forward(torch::cat({f, xe}, 1)))}, 1);
 }
 
 std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl::step(const torch::Tensor& z, const torch::Tensor& action,
@@ -61,7 +69,9 @@ std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl:
   out.logit_pi = m.slice(1, 0, K);
   out.mu = m.slice(1, K, K + K * Z).view({B, K, Z});
   out.log_sigma = m.slice(1, K + K * Z, K + 2 * K * Z).view({B, K, Z}).clamp(log_sigma_min, log_sigma_max);
-  out.reward = reward->forward(next.h).squeeze(1);
+  out.reward = (match_features > 0 ? reward->forward(torch::cat({next.h, action.slice(1, action.size(1) - kMatchEmbedding)}, 1))
+                                    : reward->forward(next.h))
+                   .squeeze(1);
   out.done_logit = done->forward(next.h).squeeze(1);
   out.mask_logit = mask->forward(next.h);
   out.log_count = count->forward(next.h);

@@ -18,9 +18,16 @@ namespace rlflow::rl::wm {
 // instead of extrapolating "still applicable" beyond the few applications a random agent's
 // episodes show. (A categorical change sampled at the dream's temperature was tried: the
 // controller learned to exploit the samples where a rewrite did not consume its match.)
+//
+// With match_features F > 0, an action is also the chosen match's feature vector (world_model_data.h:
+// its nodes' cost share, size and kernel), which the dream carries per location as it carries the
+// counts. A location index alone does not say which of several alike matches a rewrite hits, and
+// their rewards differ (on squeezenet1_1 2.27, 1.07 or 0.69 points by fire module). The features,
+// embedded together with the xfer, enter the LSTM (so the next-state and all other heads see them)
+// and the reward head directly.
 struct WorldModelNetImpl : torch::nn::Module {
   WorldModelNetImpl(int z_dim, int num_xfers, int max_locations, int hidden, int mixtures, double log_sigma_min, double log_sigma_max,
-                    bool count_state = false);
+                    bool count_state = false, int match_features = 0);
   struct State {
     torch::Tensor h, c;  // [B, hidden]
   };
@@ -39,21 +46,24 @@ struct WorldModelNetImpl : torch::nn::Module {
   // LSTM input for actions: learned embeddings of the xfer (N + 1 entries; a lookup, not a one-hot
   // matmul, which was a third of a dream step's FLOPs at N = 321) and of the location index
   // (int64 tensors [B]). A scalar location / L made neighbouring matches indistinguishable.
-  torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location);
+  // With match_features, `features` [B, F] (float) is the chosen match's feature vector (zeros for NO-OP).
+  torch::Tensor action_input(const torch::Tensor& xfer, const torch::Tensor& location, const torch::Tensor& features = {});
   // `counts` [B, N]: c_t, each xfer's valid locations (used only with count_state).
   std::pair<State, Heads> step(const torch::Tensor& z, const torch::Tensor& action, const State& s, const torch::Tensor& counts = {});
   // With count_state: c_{t+1} from c_t and the count head's change, rounded and clamped to [0, L].
   torch::Tensor next_counts(const torch::Tensor& counts, const torch::Tensor& delta) const;
 
-  static constexpr int kXferEmbedding = 32, kLocationEmbedding = 16, kCountEmbedding = 32;
+  static constexpr int kXferEmbedding = 32, kLocationEmbedding = 16, kCountEmbedding = 32, kMatchEmbedding = 32;
   int z_dim, num_xfers, max_locations, hidden, mixtures;
   bool count_state = false;
+  int match_features = 0;
   double log_sigma_min, log_sigma_max;
   torch::Tensor z_mean, z_std;  // [Z]
   torch::nn::Embedding xfer_embedding{nullptr}, location_embedding{nullptr};
   torch::nn::LSTMCell cell{nullptr};
   torch::nn::Linear mdn{nullptr}, reward{nullptr}, done{nullptr}, mask{nullptr}, count{nullptr};
   torch::nn::Linear count_in{nullptr};  // count_state: log(1 + c_t) -> LSTM input
+  torch::nn::Linear match_in{nullptr};  // match_features: [features, xfer embedding] -> action input and reward head
 };
 TORCH_MODULE(WorldModelNet);
 

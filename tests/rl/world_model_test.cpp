@@ -363,3 +363,131 @@ TEST(WorldModel, EnsembleMembersDisagreeAndThePenaltyLowersTheDreamReward) {
   EXPECT_NE(refused.error().message.find("ensemble"), std::string::npos) << refused.error().message;
   fs::remove_all(dir);
 }
+
+namespace {
+
+// Fire modules of different widths (4, 16 and 48 channels per branch): the same rewrite pays a
+// different reward in each, which a location index alone does not tell apart.
+Graph uneven_fire_modules() {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 16, 14, 14}});
+  int64_t cin = 16;
+  int m = 0;
+  for (int64_t c : {4, 16, 48}) {
+    auto w1 = b.weight("w1_" + std::to_string(m), random_tensor({c, cin, 1, 1}, 10 + m));
+    auto w3 = b.weight("w3_" + std::to_string(m), random_tensor({c, cin, 3, 3}, 20 + m));
+    auto a = b.conv(x, w1, {1, 1}, {0, 0, 0, 0});
+    auto k = b.conv(x, w3, {1, 1}, {1, 1, 1, 1});
+    x = b.op(OpKind::kConcat, {k, a}, AxisParams{1});
+    cin = 2 * c;
+    ++m;
+  }
+  b.output(x, "y");
+  return b.build();
+}
+
+std::vector<std::vector<float>> inputs_of(const std::vector<rl::wm::MatchRow>& rows) {
+  std::vector<std::vector<float>> out;
+  for (const auto& r : rows) out.emplace_back(r.begin(), r.begin() + rl::wm::kMatchFeatures);
+  return out;
+}
+
+}  // namespace
+
+TEST(WorldModel, MatchFeaturesConfigNeedsCountStateAndOldConfigsLoadWithout) {
+  EXPECT_FALSE(rl::parse_world_model_config("model:\n  count_state: false\n  match_features: true\n", "t"));
+  auto c = rl::parse_world_model_config("model:\n  count_state: true\n", "t");
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->match_features);
+}
+
+// match_features: the dream carries each xfer's list of match feature rows, in the environment's
+// location order. The dream and the real environment apply the same sequence as in the count-state
+// test (every enlargement, then every merge, then split/concat, always location 0), on modules of
+// three widths. At every step each list has the real number of matches in the graph's order, and
+// the enlargements' rows, which no rewrite creates, equal the real matches' features exactly (the
+// modules differ, so a row of the wrong module would differ). The rows of created matches are
+// copies of the rewrite's own row, not the real new match's features: those are not compared.
+TEST(WorldModel, MatchFeaturesDreamCarriesTheRealMatchesAlongAnAppliedSequence) {
+  auto g = uneven_fire_modules();
+  auto m = analytic();
+  auto dir = temp_dir("match_features");
+  auto o = small_wm(g, dir, m.get());
+  o.episodes = 60;
+  o.config.epochs = 60;
+  o.config.learning_rate = 3e-3;
+  o.config.match_features = true;
+  auto sum = rl::train_world_model(o);
+  ASSERT_TRUE(sum) << sum.error().message;
+  EXPECT_GT(sum->last.mask_accuracy, 0.99);
+  rl::wm::WorldModelNet net(16, 5, static_cast<int>(o.agent_config.env.max_locations), 64, 2, -3, 2, true, rl::wm::kMatchFeatures);
+  rl::nets::GraphEncoder enc(rl::node_feature_dim(), rl::edge_feature_dim(), rl::global_feature_dim(), 16, 3);
+  ASSERT_TRUE(rl::checkpoint::load(o.out, rl::wm::ensemble_modules({net}, enc), nullptr).ok());
+  auto env = o.agent_config.env;
+  env.max_steps = 50;
+  rl::GraphEnv real(g, fire_rules(), *m, env);
+  auto obs = real.reset();
+  ASSERT_TRUE(obs);
+  auto start = dream_start(*obs);
+  start.matches = rl::wm::match_rows(*obs);
+  auto z = rl::wm::encode(enc, {obs->graph.get()}).contiguous();
+  start.z.assign(z.data_ptr<float>(), z.data_ptr<float>() + z.numel());
+  rl::wm::DreamBatch dream({net}, env, 1.0, 1.0);
+  auto dobs = dream.reset({start})[0];
+  rl::Observation robs = std::move(*obs);
+  auto check = [&](int step) {
+    const auto want = rl::wm::match_rows(robs);
+    const auto& have = dream.matches(0);
+    ASSERT_EQ(have.size(), want.size());
+    for (size_t x = 0; x < want.size(); ++x) {
+      ASSERT_EQ(have[x].size(), want[x].size()) << "step " << step << ", xfer " << x;
+      for (size_t l = 1; l < have[x].size(); ++l)
+        EXPECT_LE(have[x][l - 1][rl::wm::kMatchFeatures], have[x][l][rl::wm::kMatchFeatures])
+            << "step " << step << ", xfer " << x << ": the carried list is not in the graph's order";
+    }
+    EXPECT_EQ(inputs_of(have[0]), inputs_of(want[0])) << "step " << step;
+  };
+  check(0);
+  ASSERT_EQ(dream.matches(0)[0].size(), 3u);
+  // The modules' enlargements differ in their features, so equal rows mean the same module.
+  EXPECT_NE(inputs_of(dream.matches(0)[0])[0], inputs_of(dream.matches(0)[0])[2]);
+  int steps = 0;
+  for (int x : {0, 1, 2}) {
+    while (robs.xfer_mask[static_cast<size_t>(x)]) {
+      ASSERT_TRUE(dobs.xfer_mask[static_cast<size_t>(x)]) << "step " << steps;
+      auto rs = real.step({x, 0});
+      ASSERT_TRUE(rs) << rs.error().message;
+      auto ds = dream.step({0}, {rl::Action{x, 0}})[0];
+      ++steps;
+      robs = std::move(rs->observation);
+      dobs = std::move(ds.observation);
+      check(steps);
+    }
+  }
+  EXPECT_GE(steps, 6);
+  fs::remove_all(dir);
+}
+
+// On modules of different widths, the reward of one rewrite depends on its location's module. Two
+// world models fit the same random-agent episodes, one with the chosen match's features: it
+// predicts the held-out rewards better.
+TEST(WorldModel, MatchFeaturesPredictPerLocationRewardsBetter) {
+  auto g = uneven_fire_modules();
+  auto m = analytic();
+  auto dir = temp_dir("match_reward");
+  auto o = small_wm(g, dir, m.get());
+  o.episodes = 80;
+  o.config.epochs = 60;
+  o.config.learning_rate = 3e-3;
+  o.data_path = (dir / "rollouts.data").string();
+  auto without = rl::train_world_model(o);
+  ASSERT_TRUE(without) << without.error().message;
+  o.config.match_features = true;
+  o.out = (dir / "wm_features.pt").string();
+  auto with = rl::train_world_model(o);
+  ASSERT_TRUE(with) << with.error().message;
+  EXPECT_EQ(with->collected, 0);  // the same episodes
+  EXPECT_LT(with->last.reward_mse, 0.7 * without->last.reward_mse)
+      << "with match features " << with->last.reward_mse << ", without " << without->last.reward_mse;
+  fs::remove_all(dir);
+}

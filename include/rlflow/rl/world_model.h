@@ -22,6 +22,10 @@ struct WorldModelConfig {
   // forward, the count head predicting its change (see WorldModelNetImpl). false: the mask and
   // count heads predict the next state's mask and log counts afresh at every step.
   bool count_state = true;
+  // An action is also the chosen match's feature vector (its nodes' cost share, size, kernel), carried
+  // by the dream per location like the counts (see WorldModelNetImpl); needs count_state. Off when a
+  // checkpoint's config does not mention it.
+  bool match_features = false;
   // Clamp of the mixture's log sigma, in units of each latent dimension's std. A lower floor lets
   // the NLL's gradients (~1/sigma^2) swamp the reward/done/mask heads (measured: mask accuracy 0.78
   // at -5, 1.00 at -3 on the fire-module test environment).
