@@ -340,10 +340,28 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     }
     auto mean = sum_z / static_cast<double>(std::max<int64_t>(count, 1));
     auto var = (sum_z2 / static_cast<double>(std::max<int64_t>(count, 1)) - mean.pow(2)).clamp_min(0.0);
+    // The match features' mean and std over the training episodes' rewrites (not NO-OP).
+    torch::Tensor f_mean, f_std;
+    if (cfg.match_features) {
+      const int64_t F = wm::kMatchFeatures;
+      auto s1 = torch::zeros({F}, torch::kDouble), s2 = torch::zeros({F}, torch::kDouble);
+      int64_t n = 0;
+      for (const auto* e : train)
+        for (int32_t t = 0; t < e->T; ++t) {
+          if (e->xfer[static_cast<size_t>(t)] >= N) continue;
+          auto f = torch::from_blob(const_cast<float*>(e->feat.data()) + static_cast<int64_t>(t) * F, {F}, torch::kFloat).to(torch::kDouble);
+          s1 += f;
+          s2 += f.pow(2);
+          ++n;
+        }
+      f_mean = s1 / static_cast<double>(std::max<int64_t>(n, 1));
+      f_std = (s2 / static_cast<double>(std::max<int64_t>(n, 1)) - f_mean.pow(2)).clamp_min(0.0).sqrt();
+    }
     for (int k = 0; k < cfg.ensemble; ++k) {
       members.emplace_back(static_cast<int>(Z), static_cast<int>(N), static_cast<int>(L), cfg.lstm_hidden, cfg.mixtures, cfg.log_sigma_min,
                            cfg.log_sigma_max, cfg.count_state, cfg.match_features ? wm::kMatchFeatures : 0);
       members.back()->set_normalization(mean.to(torch::kFloat), var.sqrt().to(torch::kFloat));
+      if (cfg.match_features) members.back()->set_feature_normalization(f_mean.to(torch::kFloat), f_std.to(torch::kFloat));
     }
   }
   std::vector<torch::Tensor> all_params;

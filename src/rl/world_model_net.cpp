@@ -36,7 +36,19 @@ WorldModelNetImpl::WorldModelNetImpl(int z, int n, int L, int h, int k, double l
   mask = register_module("mask", torch::nn::Linear(h, n));
   count = register_module("count", torch::nn::Linear(h, n));
   if (cs) count_in = register_module("count_in", torch::nn::Linear(n, kCountEmbedding));
-  if (mf > 0) match_in = register_module("match_in", torch::nn::Linear(mf + kXferEmbedding, kMatchEmbedding));
+  if (mf > 0) {
+    f_mean = register_buffer("f_mean", torch::zeros({mf}));
+    f_std = register_buffer("f_std", torch::ones({mf}));
+    // Two layers: a rewrite's reward is not monotone in its match's features (it depends on the xfer).
+    match_in = register_module("match_in", torch::nn::Sequential(torch::nn::Linear(mf + kXferEmbedding, 64), torch::nn::ReLU(),
+                                                                 torch::nn::Linear(64, kMatchEmbedding), torch::nn::ReLU()));
+  }
+}
+
+void WorldModelNetImpl::set_feature_normalization(const torch::Tensor& mean, const torch::Tensor& std) {
+  torch::NoGradGuard ng;
+  f_mean.copy_(mean);
+  f_std.copy_(std.clamp_min(1e-3));
 }
 
 void WorldModelNetImpl::set_normalization(const torch::Tensor& mean, const torch::Tensor& std) {
@@ -55,7 +67,7 @@ torch::Tensor WorldModelNetImpl::action_input(const torch::Tensor& xfer, const t
   if (match_features <= 0) return torch::cat({xe, le}, 1);
   auto f = features.defined() ? features : torch::zeros({xfer.size(0), match_features});
   // Last kMatchEmbedding columns: step() hands them to the reward head as well.
-  return torch::cat({xe, le, torch::relu(match_in->forward(torch::cat({f, xe}, 1)))}, 1);
+  return torch::cat({xe, le, match_in->forward(torch::cat({(f - f_mean) / f_std, xe}, 1))}, 1);
 }
 
 std::pair<WorldModelNetImpl::State, WorldModelNetImpl::Heads> WorldModelNetImpl::step(const torch::Tensor& z, const torch::Tensor& action,

@@ -43,6 +43,10 @@ struct WorldModelNetImpl : torch::nn::Module {
   // relative precision in every dimension.
   torch::Tensor normalize(const torch::Tensor& z) const { return (z - z_mean) / z_std; }
   void set_normalization(const torch::Tensor& mean, const torch::Tensor& std);
+  // match_features: the features are standardised too (the data's mean and std over its rewrites).
+  // Alike matches differ by a few hundredths in a raw feature (squeezenet1_1's fire modules: cost
+  // shares 0.55, 0.59, 0.64 for rewards 1.07, 1.05, 2.27), too little for the embedding to resolve.
+  void set_feature_normalization(const torch::Tensor& mean, const torch::Tensor& std);
   // LSTM input for actions: learned embeddings of the xfer (N + 1 entries; a lookup, not a one-hot
   // matmul, which was a third of a dream step's FLOPs at N = 321) and of the location index
   // (int64 tensors [B]). A scalar location / L made neighbouring matches indistinguishable.
@@ -63,7 +67,8 @@ struct WorldModelNetImpl : torch::nn::Module {
   torch::nn::LSTMCell cell{nullptr};
   torch::nn::Linear mdn{nullptr}, reward{nullptr}, done{nullptr}, mask{nullptr}, count{nullptr};
   torch::nn::Linear count_in{nullptr};  // count_state: log(1 + c_t) -> LSTM input
-  torch::nn::Linear match_in{nullptr};  // match_features: [features, xfer embedding] -> action input and reward head
+  torch::Tensor f_mean, f_std;             // [F] (match_features)
+  torch::nn::Sequential match_in{nullptr};  // match_features: [features, xfer embedding] -> action input and reward head
 };
 TORCH_MODULE(WorldModelNet);
 
