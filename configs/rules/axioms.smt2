@@ -257,6 +257,16 @@
 ;; why: RMSNorm keeps its (first) input's shape.
 (assert (forall ((x T) (s T) (a Int) (e Real)) (! (= (shape (RMSNorm x s a e)) (shape x)) :qid shape_RMSNorm :pattern ((shape (RMSNorm x s a e))))))
 
+;; axiom: shape_Attention
+;; group: shapes
+;; why: Attention is (B, Hq, S, Ev) for 4-D inputs, (B, S, Hq * Ev) for 3-D ones (Ev = V's head size).
+(assert (forall ((q T) (k T) (v T) (c Int) (s Real) (h Int) (g Int)) (! (= (shape (Attention q k v c s h g)) (ite (= (rank q) 4) (l4 (dim q 0) (dim q 1) (dim q 2) (dim v 3)) (l3 (dim q 0) (dim q 1) (* h (div (dim v 2) g))))) :qid shape_Attention :pattern ((shape (Attention q k v c s h g))))))
+
+;; axiom: shape_Attention4
+;; group: shapes
+;; why: Attention with a mask has the shape it has without one.
+(assert (forall ((q T) (k T) (v T) (m T) (c Int) (s Real) (h Int) (g Int)) (! (= (shape (Attention4 q k v m c s h g)) (ite (= (rank q) 4) (l4 (dim q 0) (dim q 1) (dim q 2) (dim v 3)) (l3 (dim q 0) (dim q 1) (* h (div (dim v 2) g))))) :qid shape_Attention4 :pattern ((shape (Attention4 q k v m c s h g))))))
+
 ;; axiom: shape_Add
 ;; group: shapes
 ;; why: Add broadcasts its inputs' shapes (numpy rules).

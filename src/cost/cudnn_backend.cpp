@@ -108,6 +108,30 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
       d.inputs = {tensor(s.inputs[0]), tensor(s.inputs[0])};
       break;
     }
+    case OpKind::kAttention: {
+      // No fused SDPA kernel here (cuDNN's needs its graph API, which this runtime does not drive):
+      // timed as the Q K^T GEMM of the kv-head groups, (B, Hkv, r*S, E) by (B, Hkv, E, L), the
+      // inputs' sizes those of Q and K. Half the FLOPs of the fused op and an (S, L) write it does
+      // not make, so an estimate until it has a kernel of its own. Its output is the scores', so it
+      // is not replayed in a whole-graph program (prepare_graph_gpu refuses it).
+      if (s.inputs.size() < 3 || s.inputs[0].rank() < 3) return Error::bad_input(d.label + ": Attention expects 3 or 4 inputs");
+      const ir::TensorType &q = s.inputs[0], &k = s.inputs[1];
+      const auto* p = std::get_if<ir::AttentionParams>(&s.params);
+      RLFLOW_TRY_STATUS(need(p));
+      const bool four = q.rank() == 4;
+      const int64_t b = q.shape[0], hq = four ? q.shape[1] : p->q_num_heads, hkv = four ? k.shape[1] : p->kv_num_heads;
+      if (hq <= 0 || hkv <= 0) return Error::bad_input(d.label + ": Attention without head counts");
+      const int64_t seq = four ? q.shape[2] : q.shape[1], len = four ? k.shape[2] : k.shape[1];
+      const int64_t e = four ? q.shape[3] : q.shape[2] / hq;
+      ir::TensorType a = q, bt = k, o = q;
+      a.shape = {b, hkv, (hq / hkv) * seq, e};
+      bt.shape = {b, hkv, e, len};
+      o.shape = {b, hkv, (hq / hkv) * seq, len};
+      d.kind = Kind::kMatMul;
+      d.inputs = {tensor(a), tensor(bt)};
+      d.outputs = {tensor(o)};
+      break;
+    }
     case OpKind::kReduceMean: {
       const auto* p = std::get_if<ir::AxesParams>(&s.params);
       RLFLOW_TRY_STATUS(need(p));
@@ -316,6 +340,8 @@ Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& g,
     // their outputs are treated as given data too (and counted).
     const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || n.kind == ir::OpKind::kOpaque || constant[i];
     if (n.kind == ir::OpKind::kOpaque) ++skipped;
+    if (n.kind == ir::OpKind::kAttention && !constant[i])
+      return Error::unsupported(ir::node_label(g, id) + ": Attention has no kernel to replay in a GPU program");
     if (given) {
       p.sources.insert(p.sources.end(), outs.begin(), outs.end());
       continue;

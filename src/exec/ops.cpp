@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -243,6 +244,37 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       at::Tensor y = p.interleaved ? at::stack({re, im}, -1).reshape(xr.sizes()) : at::cat({re, im}, -1);
       if (rot < x4.size(3)) y = at::cat({y, x4.narrow(3, rot, x4.size(3) - rot)}, -1);
       return one(x.dim() == 4 ? y.transpose(1, 2).contiguous() : y.reshape(x.sizes()));
+    }
+    case OpKind::kAttention: {
+      const auto& p = std::get<ir::AttentionParams>(n.params);
+      at::Tensor q = in[0], k = in[1], v = in[2];
+      const bool flat = q.dim() == 3;  // (B, S, H*E): worked in (B, H, S, E)
+      const int64_t batch = q.size(0);
+      if (flat) {
+        q = q.reshape({batch, q.size(1), p.q_num_heads, -1}).transpose(1, 2);
+        k = k.reshape({batch, k.size(1), p.kv_num_heads, -1}).transpose(1, 2);
+        v = v.reshape({batch, v.size(1), p.kv_num_heads, -1}).transpose(1, 2);
+      }
+      // Half types are computed in float32 (the CPU softmax of older libtorch has no half kernel).
+      const auto type = q.scalar_type();
+      const bool low = type == at::kHalf || type == at::kBFloat16;
+      if (low) q = q.to(at::kFloat), k = k.to(at::kFloat), v = v.to(at::kFloat);
+      const int64_t hq = q.size(1), hkv = k.size(1), seq = q.size(2), len = k.size(2);
+      // GQA: query head h reads key/value head h / (hq / hkv), each kv head repeated in place.
+      if (hq != hkv) k = k.repeat_interleave(hq / hkv, 1), v = v.repeat_interleave(hq / hkv, 1);
+      const double scale = p.scale != 0.0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+      at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * scale;
+      const double inf = std::numeric_limits<double>::infinity();
+      if (in.size() > 3) {
+        const at::Tensor& m = in[3];
+        s = m.scalar_type() == at::kBool ? s.masked_fill(m.logical_not(), -inf) : s + m.to(s.scalar_type());
+      }
+      // Causal, aligned to the upper left: query i sees keys 0..i.
+      if (p.is_causal) s = s.masked_fill(at::ones({seq, len}, at::TensorOptions().dtype(at::kBool)).triu(1), -inf);
+      at::Tensor y = at::matmul(at::softmax(s, -1), v);
+      if (low) y = y.to(type);
+      if (flat) y = y.transpose(1, 2).reshape({batch, seq, -1});
+      return one(y.contiguous());
     }
     case OpKind::kBatchNorm: {
       const auto& p = std::get<ir::NormParams>(n.params);

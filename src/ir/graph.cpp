@@ -271,7 +271,7 @@ Status validate(const Graph& g) {
       case OpKind::kTranspose: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad: case OpKind::kSlice:
       case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kEnlarge:
       case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
-      case OpKind::kHardSwish: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: {
+      case OpKind::kHardSwish: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: case OpKind::kAttention: {
         auto t = infer_types(n.kind, n.params, in_types);
         if (!t) return bad(t.error().message);
         if (*t != n.outputs) return bad("stored output types differ from inferred ones");

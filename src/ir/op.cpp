@@ -59,6 +59,9 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     // After Opaque: kinds are numbered in cost signatures (recorded cost tables), so new ones go last.
     RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector),  // ONNX opset 23
     RLFLOW_OP(RotaryEmbedding, "RotaryEmbedding", kOther, kVector),  // ONNX opset 23
+    // Priced as its two GEMMs, reading Q, K, V (and the mask) and writing the output once: a fused
+    // kernel keeps the (S, L) scores out of memory.
+    RLFLOW_OP(Attention, "Attention", kOther, kMatMul),  // ONNX opset 23
 }};
 #undef RLFLOW_OP
 
@@ -141,6 +144,8 @@ void hash_params(Hasher& h, const OpParams& params) {
           h.add_f(p.alpha).add_f(p.beta);
         } else if constexpr (std::is_same_v<P, RotaryParams>) {
           h.add(p.interleaved).add_i(p.num_heads).add_i(p.rotary_embedding_dim);
+        } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          h.add(p.is_causal).add_f(p.scale).add_i(p.q_num_heads).add_i(p.kv_num_heads);
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           h.add(static_cast<uint64_t>(p.fill)).add(p.shape).add(static_cast<uint64_t>(p.dtype)).add_f(p.value);
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {
@@ -194,6 +199,9 @@ std::string params_str(const OpParams& params) {
           os << "alpha=" << p.alpha << " beta=" << p.beta;
         } else if constexpr (std::is_same_v<P, RotaryParams>) {
           os << "interleaved=" << p.interleaved << " num_heads=" << p.num_heads << " rotary_embedding_dim=" << p.rotary_embedding_dim;
+        } else if constexpr (std::is_same_v<P, AttentionParams>) {
+          os << "is_causal=" << p.is_causal << " scale=" << p.scale << " q_num_heads=" << p.q_num_heads
+             << " kv_num_heads=" << p.kv_num_heads;
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           os << "fill=" << static_cast<int>(p.fill) << " shape=" << join(p.shape) << " value=" << p.value;
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {

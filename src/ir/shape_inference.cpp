@@ -288,6 +288,39 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
         return fail(k, "position_ids must be int64 of shape (B, S)");
       return one(x);
     }
+    case OpKind::kAttention: {
+      auto* p = get(AttentionParams{});
+      if (!p) return fail(k, "missing parameters");
+      if (in.size() != 3 && in.size() != 4) return fail(k, "expects 3 or 4 inputs (Q, K, V[, attn_mask])");
+      const TensorType &q = in[0], &kk = in[1], &v = in[2];
+      if (!is_float(q.dtype) || kk.dtype != q.dtype || v.dtype != q.dtype) return fail(k, "Q, K and V must share one float type");
+      const int64_t r = q.rank();
+      if ((r != 3 && r != 4) || kk.rank() != r || v.rank() != r) return fail(k, "Q, K and V must all be 3-D or all 4-D: " + types_str(in));
+      int64_t batch = q.shape[0], hq = 0, hkv = 0, seq = 0, len = 0, e = 0, ev = 0;
+      if (r == 4) {  // (B, H, S, E)
+        hq = q.shape[1], hkv = kk.shape[1], seq = q.shape[2], len = kk.shape[2], e = q.shape[3], ev = v.shape[3];
+        if ((p->q_num_heads != 0 && p->q_num_heads != hq) || (p->kv_num_heads != 0 && p->kv_num_heads != hkv))
+          return fail(k, "q_num_heads / kv_num_heads differ from the heads of Q / K");
+        if (kk.shape[3] != e || v.shape[1] != hkv || v.shape[2] != len) return fail(k, "K and V do not match Q: " + types_str(in));
+      } else {  // (B, S, H*E)
+        hq = p->q_num_heads, hkv = p->kv_num_heads;
+        if (hq <= 0 || hkv <= 0) return fail(k, "a 3-D Q needs q_num_heads and kv_num_heads");
+        if (q.shape[2] % hq != 0 || kk.shape[2] % hkv != 0 || v.shape[2] % hkv != 0)
+          return fail(k, "the heads do not divide the hidden sizes: " + types_str(in));
+        seq = q.shape[1], len = kk.shape[1], e = q.shape[2] / hq, ev = v.shape[2] / hkv;
+        if (kk.shape[2] / hkv != e || v.shape[1] != len) return fail(k, "K and V do not match Q: " + types_str(in));
+      }
+      if (kk.shape[0] != batch || v.shape[0] != batch) return fail(k, "Q, K and V differ in batch");
+      if (hq <= 0 || hkv <= 0 || hq % hkv != 0) return fail(k, "Q's heads must be a multiple of K's and V's (GQA)");
+      if (in.size() == 4) {
+        const TensorType& m = in[3];
+        if (m.dtype != DType::kBool && m.dtype != q.dtype) return fail(k, "attn_mask must be bool or Q's type");
+        const Shape full{batch, hq, seq, len};
+        auto b = broadcast_shapes(m.shape, full);
+        if (m.rank() > 4 || !b || *b != full) return fail(k, "attn_mask does not broadcast to (B, Hq, S, L): " + types_str(in));
+      }
+      return one({q.dtype, r == 4 ? Shape{batch, hq, seq, ev} : Shape{batch, seq, hq * ev}});
+    }
     case OpKind::kBatchNorm: {
       RLFLOW_TRY_STATUS(need(5));
       if (in[0].rank() < 2) return fail(k, "expects rank >= 2");

@@ -53,6 +53,11 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
       return 4.0 * out;
     case OpKind::kRotaryEmbedding:  // two multiplies and an add per rotated element
       return 3.0 * out;
+    case OpKind::kAttention: {  // the two GEMMs, Q K^T and P V: 2 * L * (|Q| + |Y|) in both layouts
+      if (inputs.size() < 3 || inputs[1].rank() < 3) return 0;
+      const double len = static_cast<double>(inputs[1].shape[inputs[1].rank() == 4 ? 2 : 1]);
+      return 2.0 * len * (static_cast<double>(inputs[0].numel()) + out);
+    }
     case OpKind::kSoftmax:
     case OpKind::kLayerNorm:
     case OpKind::kBatchNorm:

@@ -404,6 +404,72 @@ Status Exporter::emit(NodeId id) {
       add_node("Mul", anon, {normed, ins[1]}, {out});
       return {};
     }
+    case OpKind::kAttention: {
+      const auto& p = std::get<ir::AttentionParams>(n.params);
+      if (opset_ >= 23) {
+        auto* c = plain("Attention");
+        if (p.is_causal) set_int(c, "is_causal", 1);
+        if (p.scale != 0.0) set_float(c, "scale", p.scale);
+        if (p.q_num_heads != 0) set_int(c, "q_num_heads", p.q_num_heads);
+        if (p.kv_num_heads != 0) set_int(c, "kv_num_heads", p.kv_num_heads);
+        return {};
+      }
+      // Older opsets: the eager chain on the 4-D layout, Softmax(Q K^T * scale [+ mask]) V, with the
+      // kv heads repeated by Unsqueeze/Expand/Reshape for GQA and the causal mask as a constant. The
+      // 3-D form would need its head split and merge written around it: not written yet.
+      const ir::TensorType &qt = g_.type(n.inputs[0]), &kt = g_.type(n.inputs[1]);
+      if (qt.rank() != 4)
+        return Error::unsupported("node '" + n.name + "': Attention with 3-D inputs cannot be written below opset 23");
+      const auto dt = qt.dtype;
+      const int64_t hq = qt.shape[1], hkv = kt.shape[1], seq = qt.shape[2], len = kt.shape[2];
+      Node anon;
+      auto unary = [&](const char* op, const std::string& a, const std::string& name) {
+        const std::string o = fresh(out + name);
+        return std::make_pair(add_node(op, anon, {a}, {o}), o);
+      };
+      auto binary = [&](const char* op, const std::string& a, const std::string& b, const std::string& name) {
+        const std::string o = fresh(out + name);
+        add_node(op, anon, {a, b}, {o});
+        return o;
+      };
+      // (B, Hkv, L, D) -> (B, Hkv, r, L, D) -> (B, Hq, L, D): head h reads kv head h / r, as ONNX's GQA.
+      auto repeat_heads = [&](const std::string& src, const ir::TensorType& t, const std::string& name) {
+        if (hq == hkv) return src;
+        const std::string u = fresh(out + name + "_unsq");
+        std::vector<std::string> uin{src};
+        if (opset_ >= 13) uin.push_back(ints_initializer({2}, u + "_axes"));
+        auto* un = add_node("Unsqueeze", anon, uin, {u});
+        if (opset_ < 13) set_ints(un, "axes", {2});
+        const int64_t b = t.shape[0], l = t.shape[2], d = t.shape[3];
+        const std::string e = binary("Expand", u, ints_initializer({b, hkv, hq / hkv, l, d}, out + name + "_shape5"), name + "_exp");
+        return binary("Reshape", e, ints_initializer({b, hq, l, d}, out + name + "_shape4"), name + "_rep");
+      };
+      const std::string k = repeat_heads(ins[1], kt, "_k"), v = repeat_heads(ins[2], g_.type(n.inputs[2]), "_v");
+      auto [tr, kT] = unary("Transpose", k, "_kT");
+      set_ints(tr, "perm", {0, 1, 3, 2});
+      const double scale = p.scale != 0.0 ? p.scale : 1.0 / std::sqrt(static_cast<double>(qt.shape[3]));
+      std::string s = binary("Mul", binary("MatMul", ins[0], kT, "_qk"), scalar_like(scale, dt, out + "_scale"), "_scores");
+      const double inf = std::numeric_limits<double>::infinity();
+      if (ins.size() > 3) {
+        if (g_.type(n.inputs[3]).dtype == ir::DType::kBool) {
+          const std::string o = fresh(out + "_masked");
+          add_node("Where", anon, {ins[3], s, scalar_like(-inf, dt, out + "_neginf")}, {o});
+          s = o;
+        } else {
+          s = binary("Add", s, ins[3], "_masked");
+        }
+      }
+      if (p.is_causal) {
+        std::vector<double> bias(static_cast<size_t>(seq * len), 0.0);
+        for (int64_t i = 0; i < seq; ++i)
+          for (int64_t j = i + 1; j < len; ++j) bias[static_cast<size_t>(i * len + j)] = -inf;
+        s = binary("Add", s, add_initializer(ir::Tensor::from_doubles(dt, {seq, len}, bias), out + "_causal"), "_causal_scores");
+      }
+      auto [sm, probs] = unary("Softmax", s, "_probs");
+      set_int(sm, "axis", 3);
+      add_node("MatMul", anon, {probs, v}, {out});
+      return {};
+    }
     case OpKind::kRotaryEmbedding: {
       const auto& p = std::get<ir::RotaryParams>(n.params);
       if (opset_ >= 23) {

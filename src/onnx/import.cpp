@@ -898,6 +898,40 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(4));
     return done(emit(n, OpKind::kRotaryEmbedding, ins, p));
   }
+  if (op == "Attention") {
+    // Only the stateless form is modelled: no KV cache (past_key/past_value, present_* outputs), no
+    // softcap, no exposed QK product, no nonpad_kv_seqlen (opset 24). Those change the function or
+    // its outputs, so a node using them is refused rather than kept opaque.
+    auto refuse = [&](const std::string& what) {
+      return Error::unsupported(label_ + ": node '" + n.name() + "' (Attention): " + what + " is not supported");
+    };
+    if (n.input_size() < 3 || !present(n, 0) || !present(n, 1) || !present(n, 2))
+      return bad_node(n, "expects inputs Q, K, V and an optional attn_mask");
+    if (present(n, 4) || present(n, 5)) return refuse("a KV cache (past_key / past_value)");
+    if (present(n, 6)) return refuse("nonpad_kv_seqlen");
+    if (n.input_size() > 7) return bad_node(n, "too many inputs");
+    if (extra_outputs_used(1)) return refuse("an output other than Y (present_key, present_value, qk_matmul_output)");
+    if (attr_float(n, "softcap", 0.0) != 0.0) return refuse("softcap");
+    if (attr_int(n, "qk_matmul_output_mode", 0) != 0) return refuse("qk_matmul_output_mode other than 0");
+    const int64_t r = rank_of(0);
+    if (r != 3 && r != 4) return refuse("Q of rank " + std::to_string(r) + " (only 3-D or 4-D with a known rank)");
+    ir::AttentionParams p;
+    p.is_causal = attr_int(n, "is_causal", 0) != 0;
+    p.scale = attr_float(n, "scale", 0.0);
+    p.q_num_heads = attr_int(n, "q_num_heads", 0);
+    p.kv_num_heads = attr_int(n, "kv_num_heads", 0);
+    if (find_attr(n, "scale") && p.scale == 0.0) return refuse("scale 0");
+    if (present(n, 3)) {
+      // A mask narrower than the keys (padded with -inf in onnx's reference) is not modelled.
+      auto m = in_type(3), k = in_type(1);
+      if (m && k && m->rank() >= 1 && k->rank() == r) {
+        const int64_t len = k->shape[static_cast<size_t>(r == 4 ? 2 : 1)], last = m->shape.back();
+        if (last != 1 && last != len) return refuse("an attn_mask narrower than the key sequence");
+      }
+    }
+    RLFLOW_TRY_STATUS(take_present(4));
+    return done(emit(n, OpKind::kAttention, ins, p));
+  }
   if (op == "Softmax") {
     const int64_t r = rank_of(0);
     auto ax = norm_axis(attr_int(n, "axis", opset_ >= 13 ? -1 : 1), r);

@@ -36,7 +36,7 @@ constexpr std::string_view kOpVocabulary[] = {
     "LayerNorm",  "ReduceMean", "BatchNorm",   "MaxPool",    "AveragePool", "GlobalAveragePool", "Concat", "Split",
     "Transpose",  "Reshape",   "Flatten",      "Pad",        "Slice",       "Gather",    "Squeeze", "Unsqueeze",
     "Enlarge",    "ScalarMul", "Cast",         "Gelu",       "HardSigmoid", "HardSwish", "Opaque",
-    "RMSNorm",    "RotaryEmbedding",
+    "RMSNorm",    "RotaryEmbedding", "Attention",
 };
 constexpr int kVocab = static_cast<int>(std::size(kOpVocabulary));
 static_assert(kVocab >= kLegacyOpVocab);

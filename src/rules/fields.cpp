@@ -34,6 +34,7 @@ const FieldSpec& spec(OpKind k) {
       {OpKind::kLayerNorm, {{"axis"}, {"epsilon"}}},
       {OpKind::kRMSNorm, {{"axis"}, {"epsilon"}}},
       {OpKind::kRotaryEmbedding, {{"interleaved", "num_heads", "rotary_embedding_dim"}, {}}},
+      {OpKind::kAttention, {{"is_causal", "q_num_heads", "kv_num_heads"}, {"scale"}}},
       {OpKind::kBatchNorm, {{}, {"epsilon"}}},
       {OpKind::kClip, {{}, {"min", "max"}}},
       {OpKind::kEnlarge, {{"kernel"}, {}}},
@@ -103,6 +104,9 @@ Fields params_to_fields(OpKind kind, const ir::OpParams& params) {
     R = {{"alpha", p->alpha}, {"beta", p->beta}};
   } else if (auto* p = std::get_if<ir::RotaryParams>(&params)) {
     I = {{"interleaved", {p->interleaved ? 1 : 0}}, {"num_heads", {p->num_heads}}, {"rotary_embedding_dim", {p->rotary_embedding_dim}}};
+  } else if (auto* p = std::get_if<ir::AttentionParams>(&params)) {
+    I = {{"is_causal", {p->is_causal ? 1 : 0}}, {"q_num_heads", {p->q_num_heads}}, {"kv_num_heads", {p->kv_num_heads}}};
+    R = {{"scale", p->scale}};
   } else if (auto* p = std::get_if<ir::ConstantParams>(&params)) {
     I = {{"fill", {static_cast<int64_t>(p->fill)}}, {"shape", p->shape}, {"dtype", {static_cast<int64_t>(p->dtype)}}};
     R = {{"value", p->value}};
@@ -215,6 +219,10 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       RL_SCALAR(i, "interleaved") RL_SCALAR(h, "num_heads") RL_SCALAR(r, "rotary_embedding_dim")
       return ir::OpParams{ir::RotaryParams{*i != 0, *h, *r}};
     }
+    case OpKind::kAttention: {
+      RL_SCALAR(c, "is_causal") RL_SCALAR(hq, "q_num_heads") RL_SCALAR(hkv, "kv_num_heads")
+      return ir::OpParams{ir::AttentionParams{*c != 0, real("scale", 0.0), *hq, *hkv}};
+    }
     case OpKind::kInput: case OpKind::kWeight: case OpKind::kMatMul: case OpKind::kAdd: case OpKind::kSub:
     case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
     case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kGlobalAveragePool:
@@ -251,6 +259,7 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kHardSwish: case OpKind::kOpaque:
       break;
     case OpKind::kRotaryEmbedding: return {{{"interleaved", {0}}, {"num_heads", {0}}, {"rotary_embedding_dim", {0}}}, {}};
+    case OpKind::kAttention: return {{{"is_causal", {0}}, {"q_num_heads", {0}}, {"kv_num_heads", {0}}}, {{"scale", 0.0}}};
   }
   return {};
 }

@@ -343,7 +343,7 @@ class Shapes {
       case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad:
       case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
       case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid: case OpKind::kHardSwish:
-      case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding:
+      case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: case OpKind::kAttention:
         break;
     }
     return fail(std::string("no symbolic typing for ") + std::string(ir::op_name(n.kind)));

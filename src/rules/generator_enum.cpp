@@ -391,7 +391,7 @@ class Enumerator {
       case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad:
       case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
       case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
-      case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding:
+      case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: case OpKind::kAttention:
         for (int t : in) {
           const Slot& s = slots_[static_cast<size_t>(t)];
           const size_t off = out.size() - std::min(out.size(), s.cuts.size());

@@ -412,7 +412,7 @@ Expected<std::vector<IntTensor>> eval_int(OpKind kind, const ir::OpParams& param
     case OpKind::kSoftmax: case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kGlobalAveragePool:
     case OpKind::kFlatten: case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze:
     case OpKind::kUnsqueeze: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding:
+    case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: case OpKind::kAttention:
       break;
   }
   return bad(kind, "not in the generator's op set");

@@ -58,7 +58,8 @@ std::string op_label(const GNode& n, bool exact) {
     case OpKind::kSoftmax: case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kGlobalAveragePool:
     case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather:
     case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kCast: case OpKind::kGelu:
-    case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: {
+    case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding:
+    case OpKind::kAttention: {
       s = std::string(ir::op_name(n.kind));
       std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     }

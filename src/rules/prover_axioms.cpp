@@ -62,6 +62,8 @@ const FnSpec kFunctions[] = {
     {"LayerNorm", "TTIR", 'T'},
     {"LayerNorm3", "TTTIR", 'T'},
     {"RMSNorm", "TTIR", 'T'},      // (x, scale, axis, epsilon)
+    {"Attention", "TTTIRII", 'T'},   // (q, k, v, is_causal, scale, q_num_heads, kv_num_heads)
+    {"Attention4", "TTTTIRII", 'T'}, // the same with an attn_mask after v
     {"ReduceMean", "TLI", 'T'},
     {"MaxPool", "TLLLII", 'T'},   // (x, kernel, strides, pads, ceil_mode, count_include_pad)
     {"AvgPool", "TLLLII", 'T'},

@@ -442,6 +442,12 @@ class Translator {
         if (n.ins.size() > 2) return S.apply("LayerNorm3", {in(n, 0), in(n, 1), in(n, 2), get_scalar(n, "axis"), get_real(n, "epsilon")});
         return S.apply("LayerNorm", {in(n, 0), in(n, 1), get_scalar(n, "axis"), get_real(n, "epsilon")});
       case OpKind::kRMSNorm: return S.apply("RMSNorm", {in(n, 0), in(n, 1), get_scalar(n, "axis"), get_real(n, "epsilon")});
+      case OpKind::kAttention:
+        if (n.ins.size() > 3)
+          return S.apply("Attention4", {in(n, 0), in(n, 1), in(n, 2), in(n, 3), get_scalar(n, "is_causal"), get_real(n, "scale"),
+                                        get_scalar(n, "q_num_heads"), get_scalar(n, "kv_num_heads")});
+        return S.apply("Attention", {in(n, 0), in(n, 1), in(n, 2), get_scalar(n, "is_causal"), get_real(n, "scale"),
+                                     get_scalar(n, "q_num_heads"), get_scalar(n, "kv_num_heads")});
       case OpKind::kBatchNorm:
         return S.apply("BatchNorm", {in(n, 0), in(n, 1), in(n, 2), in(n, 3), in(n, 4), get_real(n, "epsilon")});
       case OpKind::kReduceMean: return S.apply("ReduceMean", {in(n, 0), get_list(n, "axes"), get_scalar(n, "keepdims")});
@@ -574,7 +580,7 @@ class Translator {
       case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze:
       case OpKind::kUnsqueeze: case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu:
       case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm:
-      case OpKind::kRotaryEmbedding:
+      case OpKind::kRotaryEmbedding: case OpKind::kAttention:
         return;
     }
     (void)out;

@@ -245,5 +245,41 @@ TEST(OnnxruntimeFusions, TheRotateHalfChainCostsMoreThanRotaryEmbedding) {
   }
 }
 
+// Attention is priced as a fused kernel: its two GEMMs and one read of Q, K, V and the mask, no
+// (S, L) scores in memory. At BERT's shape (12 heads, S = L = 128, padding mask) the eager chain
+// (MatMul, scale, Add, Softmax, MatMul; onnxruntime folds the scale into the first MatMul) costs
+// somewhat more on the ort profile, as measured (the op 1.07-1.27x faster on one thread, ~1.0x on
+// two: scripts/measure_fused_ops-2026-11-25.md), and more on a GPU's.
+TEST(OnnxruntimeFusions, AttentionCostsLessThanItsEagerChain) {
+  constexpr int64_t B = 1, H = 12, S = 128, E = 64;
+  auto build = [](bool fused) {
+    ir::GraphBuilder b;
+    auto q = b.input("q", {ir::DType::kFloat32, {B, H, S, E}});
+    auto k = b.input("k", {ir::DType::kFloat32, {B, H, S, E}});
+    auto v = b.input("v", {ir::DType::kFloat32, {B, H, S, E}});
+    auto mask = b.input("mask", {ir::DType::kFloat32, {B, 1, S, S}});
+    ir::ValueRef y;
+    if (fused) {
+      y = b.op(ir::OpKind::kAttention, {q, k, v, mask}, ir::AttentionParams{false, 0.125, 0, 0});
+    } else {
+      auto kt = b.op(ir::OpKind::kTranspose, {k}, ir::TransposeParams{{0, 1, 3, 2}});
+      auto s = b.op(ir::OpKind::kDiv, {b.op(ir::OpKind::kMatMul, {q, kt}), b.weight("d", ir::Tensor::scalar_f32(8.0f))});
+      y = b.op(ir::OpKind::kMatMul, {b.op(ir::OpKind::kSoftmax, {b.add(s, mask)}, ir::AxisParams{3}), v});
+    }
+    b.output(y, "y");
+    return std::move(b).build();
+  };
+  for (const char* name : {"ort-cpu", "h100"}) {
+    auto profile = load_profile(name);
+    ASSERT_TRUE(profile.ok()) << profile.error().message;
+    AnalyticCostModel m(*profile);
+    auto op = graph_cost(build(true), m), chain = graph_cost(build(false), m);
+    ASSERT_TRUE(op.ok()) << op.error().message;
+    ASSERT_TRUE(chain.ok()) << chain.error().message;
+    EXPECT_GT(*chain, *op * 1.02) << name;
+    if (std::string(name) == "ort-cpu") EXPECT_LT(*chain, *op * 1.5) << name;
+  }
+}
+
 }  // namespace
 }  // namespace rlflow::cost

@@ -22,7 +22,8 @@ namespace rlflow::ir {
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
-  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding)
+  X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding) \
+  X(Attention)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -180,6 +181,16 @@ struct RotaryParams {
   int64_t num_heads = 0, rotary_embedding_dim = 0;
   bool operator==(const RotaryParams&) const = default;
 };
+// ONNX Attention (opset 23): softmax(scale * Q K^T + mask) V, with is_causal masking the upper
+// triangle (aligned to the upper left, as ONNX states it) and grouped-query attention when K and V
+// have fewer heads than Q. scale 0 means ONNX's default 1/sqrt(head_size). q_num_heads and
+// kv_num_heads are needed (and only allowed) for the 3-D form (B, S, H*E).
+struct AttentionParams {
+  bool is_causal = false;
+  double scale = 0.0;
+  int64_t q_num_heads = 0, kv_num_heads = 0;
+  bool operator==(const AttentionParams&) const = default;
+};
 // TASO's constant-generating ops; they fold into initializers at export.
 enum class ConstantFill : uint8_t {
   kValue,         // every element = value
@@ -212,7 +223,7 @@ struct OpaqueParams {
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
                               ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
-                              HardSigmoidParams, RotaryParams>;
+                              HardSigmoidParams, RotaryParams, AttentionParams>;
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors

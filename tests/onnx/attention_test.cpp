@@ -1,0 +1,351 @@
+// Attention (ONNX opset 23), end to end: the executor against a hand computation of the ONNX
+// definition (4-D, GQA, causal with S != L, bool and float masks, an explicit scale), the 3-D form
+// as the 4-D one on split heads, the shape rule, the export at opset 23 (one node, passing
+// onnx.checker, re-importing as the same graph) and below it (the eager chain, computing the same),
+// and the forms import refuses.
+#include <gtest/gtest.h>
+
+#include "onnx/onnx_lib.h"
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "exec/common.h"
+#include "rlflow/exec/executor.h"
+#include "rlflow/ir/builder.h"
+#include "rlflow/ir/shape_inference.h"
+#include "rlflow/onnx/model_io.h"
+#include "onnx/opset_test_helpers.h"
+
+using namespace rlflow;
+using namespace rlflow::ir;
+
+using namespace rlflow_onnx_test;
+
+namespace {
+
+constexpr int64_t B = 2, E = 4, Ev = 3;
+
+enum class Mask { kNone, kBool, kFloat2D };
+
+struct Case {
+  int64_t hq = 2, hkv = 2, s = 3, l = 3;
+  bool causal = false;
+  Mask mask = Mask::kNone;
+  double scale = 0.0;
+};
+
+std::vector<float> values(size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>((i * 7) % 13);
+  return v;
+}
+
+// The bool mask (B, 1, S, L): key j hidden from query i when (i + 2 * j + b) % 3 == 2, but never key 0.
+bool attends(int64_t b, int64_t i, int64_t j) { return j == 0 || (i + 2 * j + b) % 3 != 2; }
+// The float mask (S, L): a bias, -1e9 on one key for the last query.
+double bias(const Case& c, int64_t i, int64_t j) { return i == c.s - 1 && j == c.l - 1 ? -1e9 : 0.1 * static_cast<double>(i - j); }
+
+TensorPtr mask_tensor(const Case& c) {
+  if (c.mask == Mask::kBool) {
+    std::vector<uint8_t> m;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < c.s; ++i)
+        for (int64_t j = 0; j < c.l; ++j) m.push_back(attends(b, i, j) ? 1 : 0);
+    std::vector<double> d(m.begin(), m.end());
+    return Tensor::from_doubles(DType::kBool, {B, 1, c.s, c.l}, d);
+  }
+  std::vector<double> m;
+  for (int64_t i = 0; i < c.s; ++i)
+    for (int64_t j = 0; j < c.l; ++j) m.push_back(bias(c, i, j));
+  return Tensor::from_doubles(DType::kFloat32, {c.s, c.l}, m);
+}
+
+ModelMeta meta_at(int64_t opset) {
+  ModelMeta meta;
+  meta.opsets = {{"", opset}};
+  meta.ir_version = opset >= 23 ? 11 : 8;
+  return meta;
+}
+
+// Q (B, Hq, S, E), K (B, Hkv, L, E), V (B, Hkv, L, Ev) inputs -> Attention [with the mask a weight].
+Graph attention_graph(int64_t opset, const Case& c) {
+  GraphBuilder b(meta_at(opset));
+  auto q = b.input("q", {DType::kFloat32, {B, c.hq, c.s, E}});
+  auto k = b.input("k", {DType::kFloat32, {B, c.hkv, c.l, E}});
+  auto v = b.input("v", {DType::kFloat32, {B, c.hkv, c.l, Ev}});
+  std::vector<ValueRef> ins{q, k, v};
+  if (c.mask != Mask::kNone) ins.push_back(b.weight("mask", mask_tensor(c)));
+  b.output(b.op(OpKind::kAttention, ins, AttentionParams{c.causal, c.scale, 0, 0}), "y");
+  return std::move(b).build();
+}
+
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+Inputs inputs(const Case& c) {
+  return {values(static_cast<size_t>(B * c.hq * c.s * E), 0.21f, -1.2f), values(static_cast<size_t>(B * c.hkv * c.l * E), 0.17f, -0.9f),
+          values(static_cast<size_t>(B * c.hkv * c.l * Ev), 0.3f, -1.5f)};
+}
+
+// The ONNX definition on the 4-D layout, in double.
+std::vector<double> hand_attention(const Case& c, const Inputs& in) {
+  const double scale = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(E));
+  const int64_t group = c.hq / c.hkv;
+  std::vector<double> y(static_cast<size_t>(B * c.hq * c.s * Ev), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < c.hq; ++h) {
+      const int64_t g = h / group;
+      for (int64_t i = 0; i < c.s; ++i) {
+        std::vector<double> w(static_cast<size_t>(c.l));
+        double top = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < c.l; ++j) {
+          double dot = 0;
+          for (int64_t e = 0; e < E; ++e)
+            dot += static_cast<double>(in.q[static_cast<size_t>(((b * c.hq + h) * c.s + i) * E + e)]) *
+                   static_cast<double>(in.k[static_cast<size_t>(((b * c.hkv + g) * c.l + j) * E + e)]);
+          double sc = dot * scale;
+          if (c.mask == Mask::kBool && !attends(b, i, j)) sc = -std::numeric_limits<double>::infinity();
+          if (c.mask == Mask::kFloat2D) sc += bias(c, i, j);
+          if (c.causal && j > i) sc = -std::numeric_limits<double>::infinity();
+          w[static_cast<size_t>(j)] = sc;
+          top = std::max(top, sc);
+        }
+        double sum = 0;
+        for (auto& x : w) sum += (x = std::exp(x - top));
+        for (int64_t d = 0; d < Ev; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < c.l; ++j)
+            acc += w[static_cast<size_t>(j)] / sum * static_cast<double>(in.v[static_cast<size_t>(((b * c.hkv + g) * c.l + j) * Ev + d)]);
+          y[static_cast<size_t>(((b * c.hq + h) * c.s + i) * Ev + d)] = acc;
+        }
+      }
+    }
+  return y;
+}
+
+void expect_matches_hand(const Case& c) {
+  const Graph g = attention_graph(23, c);
+  const Inputs in = inputs(c);
+  auto out = executor().run(g, {Tensor::from_vector<float>(DType::kFloat32, {B, c.hq, c.s, E}, in.q),
+                                Tensor::from_vector<float>(DType::kFloat32, {B, c.hkv, c.l, E}, in.k),
+                                Tensor::from_vector<float>(DType::kFloat32, {B, c.hkv, c.l, Ev}, in.v)});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto got = (*out)[0]->as_double();
+  const auto want = hand_attention(c, in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+const std::vector<std::pair<std::string, Case>>& cases() {
+  static const std::vector<std::pair<std::string, Case>> all = {
+      {"plain", Case{}},
+      {"GQA 4 query heads on 2 kv heads", Case{4, 2, 3, 5}},
+      {"causal, S 3 < L 5 (upper-left aligned)", Case{2, 2, 3, 5, true}},
+      {"bool mask (B, 1, S, L)", Case{2, 2, 3, 4, false, Mask::kBool}},
+      {"float mask (S, L), causal, GQA, scale 0.25", Case{4, 1, 4, 4, true, Mask::kFloat2D, 0.25}},
+  };
+  return all;
+}
+
+onnx::ModelProto attention_model(const std::vector<std::string>& node_inputs, const std::vector<std::string>& node_outputs,
+                                 const std::function<void(onnx::NodeProto*)>& attrs) {
+  onnx::ModelProto m;
+  m.set_ir_version(11);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(23);
+  auto* g = m.mutable_graph();
+  g->set_name("attention");
+  auto add_value = [](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* to, const std::string& name, std::vector<int64_t> shape) {
+    auto* vi = to->Add();
+    vi->set_name(name);
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (auto d : shape) t->mutable_shape()->add_dim()->set_dim_value(d);
+  };
+  for (const auto& name : node_inputs)
+    if (!name.empty()) add_value(g->mutable_input(), name, name == "past_key" || name == "past_value" ? std::vector<int64_t>{1, 2, 2, 4} : std::vector<int64_t>{1, 2, 3, 4});
+  auto* n = g->add_node();
+  n->set_op_type("Attention");
+  n->set_name("attn");
+  for (const auto& name : node_inputs) n->add_input(name);
+  for (const auto& name : node_outputs) n->add_output(name);
+  attrs(n);
+  add_value(g->mutable_output(), "y", {1, 2, 3, 4});
+  return m;
+}
+
+}  // namespace
+
+TEST(Attention, OpTableRow) {
+  const auto& info = op_info(OpKind::kAttention);
+  EXPECT_EQ(info.name, "Attention");
+  EXPECT_EQ(info.onnx_type, "Attention");
+  EXPECT_EQ(info.cost, CostClass::kMatMul);
+  EXPECT_EQ(op_from_name("Attention"), OpKind::kAttention);
+}
+
+TEST(Attention, ExecutorMatchesAHandComputation) {
+  for (const auto& [name, c] : cases()) {
+    SCOPED_TRACE(name);
+    expect_matches_hand(c);
+  }
+}
+
+// The 3-D form (B, S, H*E) with q_num_heads and kv_num_heads is the 4-D one on the heads split out.
+TEST(Attention, ThreeDimensionalInputsAreTheFourDimensionalOnesOnSplitHeads) {
+  const Case c{4, 2, 3, 5, true};
+  const Inputs in = inputs(c);
+  auto to3 = [&](const std::vector<float>& x4, int64_t h, int64_t s, int64_t d) {
+    std::vector<float> x3(x4.size());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t e = 0; e < d; ++e)
+            x3[static_cast<size_t>(((b * s + i) * h + hh) * d + e)] = x4[static_cast<size_t>(((b * h + hh) * s + i) * d + e)];
+    return x3;
+  };
+  GraphBuilder b(meta_at(23));
+  auto q = b.input("q", {DType::kFloat32, {B, c.s, c.hq * E}});
+  auto k = b.input("k", {DType::kFloat32, {B, c.l, c.hkv * E}});
+  auto v = b.input("v", {DType::kFloat32, {B, c.l, c.hkv * Ev}});
+  auto y = b.op(OpKind::kAttention, {q, k, v}, AttentionParams{true, 0.0, c.hq, c.hkv});
+  b.output(y, "y");
+  const Graph g = std::move(b).build();
+  ASSERT_EQ(g.type(y).shape, (Shape{B, c.s, c.hq * Ev}));
+  auto out = executor().run(g, {Tensor::from_vector<float>(DType::kFloat32, {B, c.s, c.hq * E}, to3(in.q, c.hq, c.s, E)),
+                                Tensor::from_vector<float>(DType::kFloat32, {B, c.l, c.hkv * E}, to3(in.k, c.hkv, c.l, E)),
+                                Tensor::from_vector<float>(DType::kFloat32, {B, c.l, c.hkv * Ev}, to3(in.v, c.hkv, c.l, Ev))});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto got = (*out)[0]->as_double();
+  const auto want = hand_attention(c, in);
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t h = 0; h < c.hq; ++h)
+      for (int64_t i = 0; i < c.s; ++i)
+        for (int64_t d = 0; d < Ev; ++d)
+          EXPECT_NEAR(got[static_cast<size_t>(((bb * c.s + i) * c.hq + h) * Ev + d)], want[static_cast<size_t>(((bb * c.hq + h) * c.s + i) * Ev + d)], 1e-5);
+}
+
+TEST(Attention, ShapeInferenceChecksHeadsAndMask) {
+  const TensorType q{DType::kFloat32, {B, 4, 3, E}}, k{DType::kFloat32, {B, 2, 5, E}}, v{DType::kFloat32, {B, 2, 5, Ev}};
+  auto ok = infer_types(OpKind::kAttention, AttentionParams{}, {q, k, v});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ((*ok)[0], (TensorType{DType::kFloat32, {B, 4, 3, Ev}}));
+  // Masks broadcastable to (B, Hq, S, L): bool or Q's type.
+  EXPECT_TRUE(infer_types(OpKind::kAttention, AttentionParams{}, {q, k, v, {DType::kBool, {B, 1, 3, 5}}}).ok());
+  EXPECT_TRUE(infer_types(OpKind::kAttention, AttentionParams{}, {q, k, v, {DType::kFloat32, {3, 5}}}).ok());
+  EXPECT_FALSE(infer_types(OpKind::kAttention, AttentionParams{}, {q, k, v, {DType::kFloat32, {3, 4}}}).ok());
+  EXPECT_FALSE(infer_types(OpKind::kAttention, AttentionParams{}, {q, k, v, {DType::kInt64, {3, 5}}}).ok());
+  // Query heads must be a multiple of the kv heads; K's head size Q's.
+  EXPECT_FALSE(infer_types(OpKind::kAttention, AttentionParams{}, {{DType::kFloat32, {B, 3, 3, E}}, k, v}).ok());
+  EXPECT_FALSE(infer_types(OpKind::kAttention, AttentionParams{}, {q, {DType::kFloat32, {B, 2, 5, E + 1}}, v}).ok());
+  // The 3-D form needs the head counts.
+  const TensorType q3{DType::kFloat32, {B, 3, 4 * E}}, k3{DType::kFloat32, {B, 5, 2 * E}}, v3{DType::kFloat32, {B, 5, 2 * Ev}};
+  EXPECT_FALSE(infer_types(OpKind::kAttention, AttentionParams{}, {q3, k3, v3}).ok());
+  auto ok3 = infer_types(OpKind::kAttention, AttentionParams{false, 0.0, 4, 2}, {q3, k3, v3});
+  ASSERT_TRUE(ok3.ok()) << ok3.error().message;
+  EXPECT_EQ((*ok3)[0], (TensorType{DType::kFloat32, {B, 3, 4 * Ev}}));
+}
+
+// At opset 23 the op is one Attention node that passes the checker and re-imports as the same graph;
+// at 17 and 11 it is the eager chain (Expand for GQA, Where for a bool mask, a constant causal bias),
+// which computes the same.
+TEST(Attention, ExportIsOneNodeAtOpset23AndTheChainBelow) {
+  for (const auto& [name, c] : cases()) {
+    SCOPED_TRACE(name);
+    const Graph g23 = attention_graph(23, c);
+    auto m23 = export_checked(g23);
+    const auto p23 = parse(m23.model_bytes);
+    EXPECT_EQ(op_types(p23), (std::vector<std::string>{"Attention"}));
+    expect_checker_passes(p23);
+    const Graph r23 = reimport(m23.model_bytes);
+    EXPECT_TRUE(structurally_equal(g23, r23));
+    rlflow::testing::expect_same_numbers(g23, r23, 1e-6, 1e-6);
+    for (int64_t opset : {17, 11}) {
+      SCOPED_TRACE("opset " + std::to_string(opset));
+      const Graph g = attention_graph(opset, c);
+      auto m = export_checked(g);
+      const auto p = parse(m.model_bytes);
+      const auto ops = op_types(p);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "Attention"), 0);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "MatMul"), 2);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 1);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), c.hq != c.hkv ? 2 : 0);
+      EXPECT_EQ(std::count(ops.begin(), ops.end(), "Where"), c.mask == Mask::kBool ? 1 : 0);
+      expect_checker_passes(p);
+      const Graph r = reimport(m.model_bytes);
+      rlflow::testing::expect_same_numbers(g, r, 1e-5, 1e-5);
+      rlflow::testing::expect_same_numbers(r, r23, 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(Attention, TheThreeDimensionalFormIsNotWrittenBelowOpset23) {
+  auto build = [](int64_t opset) {
+    GraphBuilder b(meta_at(opset));
+    auto q = b.input("q", {DType::kFloat32, {B, 3, 2 * E}});
+    auto k = b.input("k", {DType::kFloat32, {B, 3, 2 * E}});
+    auto v = b.input("v", {DType::kFloat32, {B, 3, 2 * Ev}});
+    b.output(b.op(OpKind::kAttention, {q, k, v}, AttentionParams{false, 0.0, 2, 2}), "y");
+    return std::move(b).build();
+  };
+  auto m23 = export_checked(build(23));
+  const auto p23 = parse(m23.model_bytes);
+  expect_checker_passes(p23);
+  EXPECT_TRUE(structurally_equal(build(23), reimport(m23.model_bytes)));
+  onnxio::ExportOptions o;
+  o.evaluator = &executor();
+  auto r = onnxio::export_model(build(17), o, "model.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(r.error().message.find("3-D"), std::string::npos) << r.error().message;
+}
+
+// What the IR does not model is refused as unsupported (exit 3), never run wrong or kept opaque.
+TEST(Attention, ImportRefusesTheFormsItDoesNotModel) {
+  auto none = [](onnx::NodeProto*) {};
+  {
+    auto m = attention_model({"q", "k", "v"}, {"y"}, none);
+    auto g = onnxio::import_model(m.SerializeAsString(), "plain", ".", import_options());
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(count_kind(*g, OpKind::kAttention), 1u);
+  }
+  struct Refusal {
+    std::string name;
+    onnx::ModelProto model;
+    std::string says;
+  };
+  const std::vector<Refusal> refusals = {
+      {"past_key/past_value", attention_model({"q", "k", "v", "", "past_key", "past_value"}, {"y", "present_key", "present_value"}, none), "KV cache"},
+      {"present outputs", attention_model({"q", "k", "v"}, {"y", "present_key", "present_value"}, none), "output"},
+      {"qk_matmul_output", attention_model({"q", "k", "v"}, {"y", "", "", "qk"}, none), "output"},
+      {"softcap", attention_model({"q", "k", "v"}, {"y"}, [](onnx::NodeProto* n) {
+         auto* a = n->add_attribute();
+         a->set_name("softcap");
+         a->set_type(onnx::AttributeProto::FLOAT);
+         a->set_f(2.0f);
+       }), "softcap"},
+      {"qk_matmul_output_mode", attention_model({"q", "k", "v"}, {"y"}, [](onnx::NodeProto* n) {
+         auto* a = n->add_attribute();
+         a->set_name("qk_matmul_output_mode");
+         a->set_type(onnx::AttributeProto::INT);
+         a->set_i(1);
+       }), "qk_matmul_output_mode"},
+  };
+  for (const auto& r : refusals) {
+    SCOPED_TRACE(r.name);
+    auto g = onnxio::import_model(r.model.SerializeAsString(), r.name, ".", import_options());
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.error().code, ErrorCode::kUnsupported) << g.error().message;
+    EXPECT_NE(g.error().message.find(r.says), std::string::npos) << g.error().message;
+  }
+}
+
