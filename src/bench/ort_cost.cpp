@@ -19,12 +19,13 @@ namespace fs = std::filesystem;
 namespace {
 
 // The opset a one-node model is written at: 17 (LayerNormalization's), or the first opset that has
-// the op as one node (Gelu 20; RMSNormalization, RotaryEmbedding 23), which onnxruntime >= 1.24.1 runs.
+// the op as one node (Gelu 20; RMSNormalization, RotaryEmbedding, Attention 23), which onnxruntime >= 1.24.1 runs.
 int64_t single_op_opset(ir::OpKind k) {
   switch (k) {
     case ir::OpKind::kGelu: return ir::kGeluOpset;
     case ir::OpKind::kRMSNorm: return ir::kRMSNormOpset;
     case ir::OpKind::kRotaryEmbedding: return ir::kRotaryEmbeddingOpset;
+    case ir::OpKind::kAttention: return ir::kAttentionOpset;
     default: return ir::kLayerNormOpset;
   }
 }

@@ -312,9 +312,16 @@ TEST(OrtMeasured, AOneNodeModelHoldsTheFusedOpItself) {
   rope.inputs = {x, {ir::DType::kFloat32, {1, 16, 4}}, {ir::DType::kFloat32, {1, 16, 4}}};
   rope.input_is_constant = {false, true, true};
   rope.outputs = {x};
+  const ir::TensorType q{ir::DType::kFloat32, {1, 4, 16, 8}}, kv{ir::DType::kFloat32, {1, 2, 16, 8}};
+  cost::OpSignature att;
+  att.kind = ir::OpKind::kAttention;
+  att.params = ir::AttentionParams{true, 0.0, 0, 0};
+  att.inputs = {q, kv, kv};
+  att.input_is_constant = {false, false, false};
+  att.outputs = {q};
   const fs::path dir = fs::temp_directory_path() / ("rlflow-one-node-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  for (const auto* sig : {&rms, &rope}) {
+  for (const auto* sig : {&rms, &rope, &att}) {
     auto g = single_op_graph(*sig);
     ASSERT_TRUE(g) << g.error().message;
     EXPECT_EQ(g->meta().opset(""), 23) << sig->str();
