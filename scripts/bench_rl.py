@@ -86,7 +86,8 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
            "search_s": ((doc.get("search_report") or {}).get("seconds") or {}).get("total"),
            "stop": (doc.get("search_report") or {}).get("stop_reason"), "steps": len(doc.get("steps") or []),
            "rules_applied": doc.get("rules_applied"),
-           "phases": (doc.get("search_report") or {}).get("phases") or []}
+           "phases": (doc.get("search_report") or {}).get("phases") or [],
+           "table": {k: (cost.get("table") or {}).get(k) for k in ("hits", "misses")} if cost.get("table") else None}
     if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
         res["improvement"] = (before - after) / before
     else:
@@ -94,7 +95,8 @@ def optimise(args, model: Path, out: Path, search: str, extra: list[str] | None 
     return res
 
 
-def train(args, models: list[Path], agent: Path, log_path: Path, seed: int | None = None) -> dict:
+def train(args, models: list[Path], agent: Path, log_path: Path, seed: int | None = None,
+          extra: list[str] | None = None) -> dict:
     """One fresh train-agent run (an old agent and log at those paths are removed first)."""
     missing = [m for m in models if not m.exists()]
     if missing:
@@ -102,7 +104,8 @@ def train(args, models: list[Path], agent: Path, log_path: Path, seed: int | Non
     agent.parent.mkdir(parents=True, exist_ok=True)
     rlflow_json.fresh(agent, log_path)  # train-agent appends to an existing log; this run starts afresh
     cmd = ["train-agent", *[a for m in models for a in ("--model", str(m))], "--out", str(agent), "--log", str(log_path),
-           "--episodes", str(args.episodes), "--seed", str(args.seed if seed is None else seed), *cost_args(args)]
+           "--episodes", str(args.episodes), "--seed", str(args.seed if seed is None else seed), *cost_args(args),
+           *(extra or [])]
     if args.config:
         cmd += ["--config", args.config]
     if args.imitation_epochs:

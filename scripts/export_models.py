@@ -124,7 +124,7 @@ def build_bert_base():
 # ------------------------------------------------------- standard transformer exports
 
 
-def build_transformer_encoder():
+def build_transformer_encoder(layers: int = 6):
     """torch.nn.TransformerEncoder as users export it: post-norm layers with the packed
     in-projection of nn.MultiheadAttention, GELU feed-forward, exported at opset 13, so
     LayerNorm and GELU appear decomposed into elementwise ops."""
@@ -133,10 +133,10 @@ def build_transformer_encoder():
     layer = nn.TransformerEncoderLayer(
         d_model=512, nhead=8, dim_feedforward=2048, dropout=0.1, activation="gelu", batch_first=True, norm_first=False
     )
-    return nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+    return nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
 
 
-def build_gpt_block():
+def build_gpt_block(layers: int = 4):
     """A GPT-2-style decoder: pre-norm blocks, one packed Q/K/V projection split three ways,
     a causal mask, tanh-approximated GELU, 4 blocks of width 768 over 128 tokens."""
     import torch
@@ -182,7 +182,7 @@ def build_gpt_block():
                 x = b(x)
             return self.ln_f(x)
 
-    return Gpt()
+    return Gpt(layers=layers)
 
 
 # --------------------------------------------------------------------- torchvision
