@@ -253,6 +253,85 @@ def tiny_rope() -> onnx.ModelProto:
     return b.model("tiny_rope", [vi("pos", F, [1, 4]), vi("x", F, [1, 4, 16])], [vi("scores", F, [1, h, 4, 4])], opset=17)
 
 
+def tiny_attention_causal() -> onnx.ModelProto:
+    """Three eager attention chains as exporters write them at opset 17, for the Attention fusion
+    (opset 23): a GPT-style block (K^T by Transpose(0, 2, 3, 1), scores / sqrt(d), a constant causal
+    mask of float32's lowest value added), a BERT-style one (a padding mask computed from the input
+    `keep`, (1, 1, 1, S)), PyTorch nn.MultiheadAttention's 3-D form (q / sqrt(d) before the
+    MatMul, K^T by Transpose(1, 2, 0)) and HF LLaMA's GQA (repeat_kv, scores * d^-0.5, causal)."""
+    seq, hidden, heads = 6, 16, 2
+    hd = hidden // heads
+    b = Builder(seed=13)
+    lowest = np.finfo(np.float32).min
+    causal = np.where(np.tril(np.ones((seq, seq), dtype=bool)), 0.0, lowest).astype(np.float32)
+    # Initializers of equal value are shared, as exporters write them (rlflow writes one of each).
+    causal_mask = b.f32("causal_mask", causal.reshape(1, 1, seq, seq))
+    sqrt_d = b.f32("sqrt_d", math.sqrt(hd))
+
+    def block(x: str, tag: str, mask: str | None) -> str:
+        for p in "qkv":
+            b.node("MatMul", [x, b.weight(f"{tag}.w{p}", [hidden, hidden], 1 / math.sqrt(hidden))], f"{tag}.{p}")
+            b.node("Reshape", [f"{tag}.{p}", b.i64(f"{tag}.{p}_shape", [1, seq, heads, hd])], f"{tag}.{p}4")
+        b.node("Transpose", [f"{tag}.q4"], f"{tag}.qh", perm=[0, 2, 1, 3])
+        b.node("Transpose", [f"{tag}.k4"], f"{tag}.kt", perm=[0, 2, 3, 1])
+        b.node("Transpose", [f"{tag}.v4"], f"{tag}.vh", perm=[0, 2, 1, 3])
+        b.node("MatMul", [f"{tag}.qh", f"{tag}.kt"], f"{tag}.scores")
+        b.node("Div", [f"{tag}.scores", sqrt_d], f"{tag}.scaled")
+        b.node("Add", [f"{tag}.scaled", mask], f"{tag}.masked")
+        b.node("Softmax", [f"{tag}.masked"], f"{tag}.probs", axis=-1)
+        b.node("MatMul", [f"{tag}.probs", f"{tag}.vh"], f"{tag}.ctx")
+        b.node("Transpose", [f"{tag}.ctx"], f"{tag}.ctx_t", perm=[0, 2, 1, 3])
+        b.node("Reshape", [f"{tag}.ctx_t", b.i64(f"{tag}.merged_shape", [1, seq, hidden])], f"{tag}.merged")
+        b.node("MatMul", [f"{tag}.merged", b.weight(f"{tag}.wo", [hidden, hidden], 1 / math.sqrt(hidden))], f"{tag}.out")
+        b.node("Add", [f"{tag}.out", x], f"{tag}.res")
+        return f"{tag}.res"
+
+    h1 = block("x", "gpt", causal_mask)
+    # BERT's extended mask: (1 - keep) * lowest, (1, 1, 1, S)
+    b.node("Unsqueeze", ["keep", b.i64("keep_axes", [1, 2])], "keep4")
+    b.node("Sub", [b.f32("one", 1.0), "keep4"], "pad")
+    b.node("Mul", ["pad", b.f32("lowest", lowest)], "pad_mask")
+    h2 = block(h1, "bert", "pad_mask")
+    # nn.MultiheadAttention (batch 1): (L, N*H, hd) heads, q scaled before the MatMul
+    for p in "qkv":
+        b.node("MatMul", [h2, b.weight(f"mha.w{p}", [hidden, hidden], 1 / math.sqrt(hidden))], f"mha.{p}")
+        b.node("Reshape", [f"mha.{p}", b.i64(f"mha.{p}_shape", [seq, heads, hd])], f"mha.{p}3")
+    b.node("Transpose", ["mha.q3"], "mha.qh", perm=[1, 0, 2])
+    b.node("Div", ["mha.qh", sqrt_d], "mha.qs")
+    b.node("Transpose", ["mha.k3"], "mha.kt", perm=[1, 2, 0])
+    b.node("Transpose", ["mha.v3"], "mha.vh", perm=[1, 0, 2])
+    b.node("MatMul", ["mha.qs", "mha.kt"], "mha.scores")
+    b.node("Softmax", ["mha.scores"], "mha.probs", axis=-1)
+    b.node("MatMul", ["mha.probs", "mha.vh"], "mha.ctx")
+    b.node("Transpose", ["mha.ctx"], "mha.ctx_t", perm=[1, 0, 2])
+    b.node("Reshape", ["mha.ctx_t", b.i64("mha.merged_shape", [1, seq, hidden])], "mha.merged")
+    b.node("MatMul", ["mha.merged", b.weight("mha.wo", [hidden, hidden], 1 / math.sqrt(hidden))], "mha.out")
+    # HF LLaMA with GQA (2 query heads, 1 kv head): repeat_kv as Unsqueeze/Expand/Reshape, K^T by
+    # Transpose(0, 1, 3, 2), scores * hd^-0.5, the causal mask added.
+    kv = hidden // heads
+    b.node("MatMul", ["mha.out", b.weight("llama.wq", [hidden, hidden], 1 / math.sqrt(hidden))], "llama.q")
+    b.node("Reshape", ["llama.q", b.i64("llama.q_shape", [1, seq, heads, hd])], "llama.q4")
+    b.node("Transpose", ["llama.q4"], "llama.qh", perm=[0, 2, 1, 3])
+    expand = b.i64("llama.kv_expand", [1, 1, heads, seq, hd])  # one initializer, as exporters share it
+    for p in "kv":
+        b.node("MatMul", ["mha.out", b.weight(f"llama.w{p}", [hidden, kv], 1 / math.sqrt(hidden))], f"llama.{p}")
+        b.node("Reshape", [f"llama.{p}", b.i64(f"llama.{p}_shape", [1, seq, 1, hd])], f"llama.{p}4")
+        b.node("Transpose", [f"llama.{p}4"], f"llama.{p}h", perm=[0, 2, 1, 3])
+        b.node("Unsqueeze", [f"llama.{p}h", b.i64(f"llama.{p}_axes", [2])], f"llama.{p}5")
+        b.node("Expand", [f"llama.{p}5", expand], f"llama.{p}e")
+        b.node("Reshape", [f"llama.{p}e", b.i64(f"llama.{p}_rep", [1, heads, seq, hd])], f"llama.{p}r")
+    b.node("Transpose", ["llama.kr"], "llama.kt", perm=[0, 1, 3, 2])
+    b.node("MatMul", ["llama.qh", "llama.kt"], "llama.scores")
+    b.node("Mul", ["llama.scores", b.f32("llama.scale", hd ** -0.5)], "llama.scaled")
+    b.node("Add", ["llama.scaled", causal_mask], "llama.masked")
+    b.node("Softmax", ["llama.masked"], "llama.probs", axis=-1)
+    b.node("MatMul", ["llama.probs", "llama.vr"], "llama.ctx")
+    b.node("Transpose", ["llama.ctx"], "llama.ctx_t", perm=[0, 2, 1, 3])
+    b.node("Reshape", ["llama.ctx_t", b.i64("llama.merged_shape", [1, seq, hidden])], "y")
+    return b.model("tiny_attention_causal", [vi("x", F, [1, seq, hidden]), vi("keep", F, [1, seq])],
+                   [vi("y", F, [1, seq, hidden])], opset=17)
+
+
 def shape_chain() -> onnx.ModelProto:
     b = Builder(seed=5)
     b.node("Shape", ["x"], "shape")
@@ -318,6 +397,7 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_attention": tiny_attention,
     "tiny_layernorm17": tiny_layernorm17,
     "tiny_rmsnorm": tiny_rmsnorm,
+    "tiny_attention_causal": tiny_attention_causal,
     "tiny_rope": tiny_rope,
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,

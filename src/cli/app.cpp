@@ -97,8 +97,8 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
                   "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
   c_opt->add_option("--opset", opt.opset,
-                    "Write the output at this default-domain opset (>= the input's): GELU, LayerNorm, RMSNorm and rotary chains are "
-                    "then fused and written as Gelu (20), LayerNormalization (17), RMSNormalization and RotaryEmbedding (23); "
+                    "Write the output at this default-domain opset (>= the input's): GELU, LayerNorm, RMSNorm, rotary and attention chains "
+                    "are then fused and written as Gelu (20), LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); "
                     "onnxruntime >= 1.17 runs opset 20, >= 1.24.1 opset 23. Refused when an op rlflow keeps verbatim changes between the two opsets")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")

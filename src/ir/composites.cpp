@@ -39,6 +39,19 @@ Node fused_node(const Node& root, OpKind kind, OpParams params, std::vector<Valu
   return out;
 }
 
+// An attention chain recognised, before the nodes around the fused op are built: the operands as
+// the graph has them and what must be done to them (see Matcher::attention).
+struct AttentionPlan {
+  ValueRef q, k, v;
+  std::optional<std::vector<int64_t>> k_perm;  // K = Transpose(k, perm) when set, else K = k
+  std::optional<ValueRef> mask;                // additive (float) or bool (true = attend)
+  TensorPtr bias;  // a constant added to the mask (the mask when there is none): a Where's condition as 0 / fill
+  bool causal = false;
+  double scale = 1.0;
+  bool flat = false;  // 3-D (N, S, E) operands: Unsqueeze to (N, 1, S, E), Attention, Squeeze
+  int64_t kv_heads = 0;
+};
+
 // Finds the chains in one graph; chains already fused are claimed so no node joins two.
 class Matcher {
  public:
@@ -235,6 +248,16 @@ class Matcher {
     return n.inputs[0];
   }
 
+  // v through any number of such Casts (HF's eager attention casts the probabilities twice).
+  ValueRef through_noop_casts(ValueRef v, std::vector<NodeId>* nodes) const {
+    for (int i = 0; i < 4; ++i) {
+      const ValueRef u = through_noop_cast(v, nodes);
+      if (u == v) break;
+      v = u;
+    }
+    return v;
+  }
+
   // 1 / s written as Div(1, s) (PyTorch's rsqrt) or Reciprocal(s) (an op the IR keeps opaque): returns s.
   std::optional<ValueRef> reciprocal_of(ValueRef v) const {
     const Node& n = node(v);
@@ -394,6 +417,244 @@ class Matcher {
     return std::nullopt;
   }
 
+  // A constant (S, L) pattern over a mask broadcast to `full` (..., S, L): every (S, L) plane equal
+  // to the causal one, upper-left aligned (key j visible to query i iff j <= i), S == L. `allowed`
+  // says whether one element lets its key be seen.
+  template <class Allowed>
+  bool causal_constant(const Tensor& t, const Shape& full, Allowed allowed) const {
+    if (full.size() < 2) return false;
+    const int64_t s = full[full.size() - 2], l = full.back();
+    if (s != l || t.shape().size() > full.size()) return false;
+    const auto x = t.as_double();
+    const Shape& ts = t.shape();
+    const int64_t ms = ts.size() >= 2 ? ts[ts.size() - 2] : 1, ml = ts.empty() ? 1 : ts.back();
+    if (ms != s || ml != l) return false;  // a plane broadcast along S or L is not causal
+    for (size_t base = 0; base < x.size(); base += static_cast<size_t>(s * l))
+      for (int64_t i = 0; i < s; ++i)
+        for (int64_t j = 0; j < l; ++j)
+          if (allowed(x[base + static_cast<size_t>(i * l + j)]) != (j <= i)) return false;
+    return true;
+  }
+
+  // HF LLaMA's repeat_kv: Reshape(Expand(Unsqueeze(x, 2) to (B, Hkv, r, L, E)) to (B, Hkv*r, L, E)),
+  // each node interior: returns x and Hkv.
+  std::optional<std::pair<ValueRef, int64_t>> repeat_kv(ValueRef v, std::vector<NodeId>* nodes) const {
+    const Node& rn = node(v);
+    if (rn.kind != OpKind::kReshape || !interior(v.node)) return std::nullopt;
+    const ValueRef e = rn.inputs[0];
+    const Node& en = node(e);
+    if (!opaque_named(en, "Expand") || en.inputs.empty() || !interior(e.node)) return std::nullopt;
+    const ValueRef u = en.inputs[0];
+    const Node& un = node(u);
+    if (un.kind != OpKind::kUnsqueeze || !interior(u.node) || std::get<AxesParams>(un.params).axes != std::vector<int64_t>{2})
+      return std::nullopt;
+    const Shape& xs = g_.type(un.inputs[0]).shape;
+    const Shape& es = g_.type(e).shape;
+    const Shape& rs = g_.type(v).shape;
+    if (xs.size() != 4 || es.size() != 5 || rs.size() != 4) return std::nullopt;
+    if (es != Shape{xs[0], xs[1], es[2], xs[2], xs[3]} || rs != Shape{xs[0], xs[1] * es[2], xs[2], xs[3]}) return std::nullopt;
+    nodes->insert(nodes->end(), {v.node, e.node, u.node});
+    return std::make_pair(un.inputs[0], xs[1]);
+  }
+
+  // Attention rooted at the MatMul: MatMul(Softmax(scale * MatMul(Q, K^T) [+ mask], axis -1), V), the
+  // scale a Div or Mul by a scalar constant on the scores or on Q, K^T a Transpose (composed into the
+  // op's K) or any value (transposed back), the mask an Add of a float value or a Where(bool constant,
+  // scores, very negative scalar) (HF GPT-2), float32 no-op Casts anywhere along the way. 4-D
+  // (B, H, S, E) operands, or 3-D (N, S, E) ones (PyTorch's nn.MultiheadAttention).
+  std::optional<AttentionPlan> attention(NodeId root, std::vector<NodeId>* chain) const {
+    const Node& r = g_.node(root);
+    if (r.kind != OpKind::kMatMul || r.outputs.size() != 1 || r.outputs[0].dtype != DType::kFloat32) return std::nullopt;
+    const int64_t rank = r.outputs[0].rank();
+    if (rank != 3 && rank != 4) return std::nullopt;
+    std::vector<NodeId> nodes{root};
+    AttentionPlan plan;
+    plan.flat = rank == 3;
+    plan.v = r.inputs[1];
+    const ValueRef probs = through_noop_casts(r.inputs[0], &nodes);
+    const Node& pn = node(probs);
+    if (pn.kind != OpKind::kSoftmax || !interior(probs.node) || std::get<AxisParams>(pn.params).axis != rank - 1) return std::nullopt;
+    nodes.push_back(probs.node);
+    ValueRef x = through_noop_casts(pn.inputs[0], &nodes);
+    const Shape scores_shape = g_.type(x).shape;
+    const auto big_negative = [&](ValueRef c) {
+      auto v = scalar(c);
+      return v && *v <= -1e4;
+    };
+    // The scores: optionally scaled, a MatMul.
+    auto scores = [&](ValueRef s, std::vector<NodeId>* ns) -> bool {
+      s = through_noop_casts(s, ns);
+      const Node& sn = node(s);
+      if ((sn.kind == OpKind::kDiv || sn.kind == OpKind::kMul) && interior(s.node)) {
+        for (int k = 0; k < 2; ++k) {
+          if (sn.kind == OpKind::kDiv && k == 0) continue;  // only x / c
+          auto c = scalar(sn.inputs[static_cast<size_t>(k)]);
+          if (!c || *c == 0) continue;
+          plan.scale *= sn.kind == OpKind::kDiv ? 1.0 / *c : *c;
+          ns->push_back(s.node);
+          s = sn.inputs[static_cast<size_t>(1 - k)];
+          break;
+        }
+      }
+      const Node& mn = node(s);
+      if (mn.kind != OpKind::kMatMul || !interior(s.node) || g_.type(s).shape != scores_shape) return false;
+      ns->push_back(s.node);
+      ValueRef q = mn.inputs[0];
+      const Node& qn = node(q);
+      if ((qn.kind == OpKind::kDiv || qn.kind == OpKind::kMul) && interior(q.node)) {
+        for (int k = 0; k < 2; ++k) {
+          if (qn.kind == OpKind::kDiv && k == 0) continue;
+          auto c = scalar(qn.inputs[static_cast<size_t>(k)]);
+          if (!c || *c == 0) continue;
+          plan.scale *= qn.kind == OpKind::kDiv ? 1.0 / *c : *c;
+          ns->push_back(q.node);
+          q = qn.inputs[static_cast<size_t>(1 - k)];
+          break;
+        }
+      }
+      plan.q = q;
+      const ValueRef kt = mn.inputs[1];
+      const Node& kn = node(kt);
+      std::vector<int64_t> swap(static_cast<size_t>(rank));
+      for (int64_t i = 0; i < rank; ++i) swap[static_cast<size_t>(i)] = i;
+      std::swap(swap[static_cast<size_t>(rank - 2)], swap[static_cast<size_t>(rank - 1)]);
+      if (kn.kind == OpKind::kTranspose && interior(kt.node)) {
+        // K^T = transpose(src, p), so K = transpose(src, p with its last two entries swapped).
+        std::vector<int64_t> p = std::get<TransposeParams>(kn.params).perm;
+        std::swap(p[static_cast<size_t>(rank - 2)], p[static_cast<size_t>(rank - 1)]);
+        ns->push_back(kt.node);
+        plan.k = kn.inputs[0];
+        bool identity = true;
+        for (int64_t i = 0; i < rank; ++i) identity = identity && p[static_cast<size_t>(i)] == i;
+        if (!identity) plan.k_perm = p;
+      } else {
+        plan.k = kt;
+        plan.k_perm = swap;
+      }
+      return true;
+    };
+    // The mask: Add(scores-side, mask) in either order, then Where(c, scores, -big) inside it.
+    std::optional<ValueRef> add_mask;
+    std::vector<NodeId> inner;
+    bool found = false;
+    const Node& xn = node(x);
+    if (xn.kind == OpKind::kAdd && interior(x.node)) {
+      for (int k = 0; k < 2 && !found; ++k) {
+        std::vector<NodeId> ns{x.node};
+        const ValueRef a = xn.inputs[static_cast<size_t>(k)], m = xn.inputs[static_cast<size_t>(1 - k)];
+        if (g_.type(a).shape != scores_shape || g_.type(m).dtype != DType::kFloat32) continue;
+        AttentionPlan saved = plan;
+        if (where_scores(a, &ns, &plan, scores_shape, big_negative, scores) || scores(a, &ns)) {
+          add_mask = m;
+          inner = std::move(ns);
+          found = true;
+        } else {
+          plan = saved;
+        }
+      }
+    }
+    if (!found) {
+      std::vector<NodeId> ns;
+      AttentionPlan saved = plan;
+      if (where_scores(x, &ns, &plan, scores_shape, big_negative, scores) || scores(x, &ns)) {
+        inner = std::move(ns);
+        found = true;
+      } else {
+        plan = saved;
+      }
+    }
+    if (!found) return std::nullopt;
+    nodes.insert(nodes.end(), inner.begin(), inner.end());
+    if (plan.bias) {
+      // Where(c, scores, fill): the scores where c holds, fill elsewhere; as an added mask it is
+      // 0 / fill, the same numbers (fill is so negative that adding the scores leaves it). Alone
+      // and causal it is is_causal; with a mask added after it, the two are summed into one.
+      if (add_mask) plan.mask = add_mask;
+      else if (causal_constant(*plan.bias, scores_shape, [](double e) { return e == 0.0; })) plan.causal = true, plan.bias = nullptr;
+    } else if (add_mask) {
+      // A constant float mask that is exactly causal (0 where visible, very negative elsewhere).
+      const Node& mn = node(*add_mask);
+      bool causal = false;
+      if (mn.kind == OpKind::kWeight && mn.value && !plan.causal &&
+          causal_constant(*mn.value, scores_shape, [](double e) { return e == 0.0; })) {
+        causal = true;
+        for (double e : mn.value->as_double()) causal = causal && (e == 0.0 || e <= -1e4);
+      }
+      if (causal) plan.causal = true;
+      else plan.mask = add_mask;
+    }
+    // Types and shapes: Q (.., S, E), K (.., L, E), V (.., L, Ev), the batch dims equal.
+    const TensorType& qt = g_.type(plan.q);
+    const TensorType& vt = g_.type(plan.v);
+    TensorType kt = g_.type(plan.k);
+    if (plan.k_perm) {
+      Shape s(kt.shape.size());
+      if (plan.k_perm->size() != s.size()) return std::nullopt;
+      for (size_t i = 0; i < s.size(); ++i) s[i] = kt.shape[static_cast<size_t>((*plan.k_perm)[i])];
+      kt.shape = s;
+    }
+    if (qt.dtype != DType::kFloat32 || kt.dtype != DType::kFloat32 || vt.dtype != DType::kFloat32) return std::nullopt;
+    if (qt.rank() != rank || kt.rank() != rank || vt.rank() != rank) return std::nullopt;
+    const size_t sa = static_cast<size_t>(rank - 2), ea = static_cast<size_t>(rank - 1);
+    for (size_t i = 0; i < sa; ++i)
+      if (qt.shape[i] != kt.shape[i] || qt.shape[i] != vt.shape[i]) return std::nullopt;
+    if (kt.shape[ea] != qt.shape[ea] || vt.shape[sa] != kt.shape[sa]) return std::nullopt;
+    if (r.outputs[0].shape[sa] != qt.shape[sa] || r.outputs[0].shape[ea] != vt.shape[ea]) return std::nullopt;
+    if (plan.mask) {
+      const TensorType& mt = g_.type(*plan.mask);
+      auto b = broadcast_shapes(mt.shape, scores_shape);
+      if (!b || *b != scores_shape) return std::nullopt;
+      if (plan.bias && !broadcast_shapes(mt.shape, plan.bias->shape())) return std::nullopt;
+    }
+    // GQA: K and V both repeated from the same number of kv heads, K untransposed.
+    plan.kv_heads = rank == 4 ? qt.shape[1] : 1;
+    if (rank == 4 && !plan.k_perm) {
+      std::vector<NodeId> kv;
+      auto kr = repeat_kv(plan.k, &kv);
+      auto vr = kr ? repeat_kv(plan.v, &kv) : std::nullopt;
+      if (kr && vr && kr->second == vr->second && qt.shape[1] % kr->second == 0) {
+        plan.k = kr->first;
+        plan.v = vr->first;
+        plan.kv_heads = kr->second;
+        nodes.insert(nodes.end(), kv.begin(), kv.end());
+      }
+    }
+    plan.scale = static_cast<double>(static_cast<float>(plan.scale));  // a float attribute: written and read back the same
+    *chain = std::move(nodes);
+    return plan;
+  }
+
+  // Where(c, scores, -big) with c a bool constant of a shape broadcasting to the scores: a causal c
+  // becomes is_causal, any other c the op's bool mask.
+  template <class BigNegative, class Scores>
+  bool where_scores(ValueRef w, std::vector<NodeId>* ns, AttentionPlan* plan, const Shape& scores_shape, BigNegative big_negative,
+                    Scores scores) const {
+    const Node& wn = node(w);
+    if (!opaque_named(wn, "Where") || wn.inputs.size() != 3 || !interior(w.node)) return false;
+    const Node& cn = node(wn.inputs[0]);
+    if (cn.kind != OpKind::kWeight || !cn.value || cn.value->dtype() != DType::kBool || !big_negative(wn.inputs[2])) return false;
+    auto b = broadcast_shapes(cn.value->shape(), scores_shape);
+    if (!b || *b != scores_shape) return false;
+    std::vector<NodeId> mine{w.node};
+    AttentionPlan saved = *plan;
+    if (!scores(wn.inputs[1], &mine)) {
+      *plan = saved;
+      return false;
+    }
+    const double fill = *scalar(wn.inputs[2]);
+    std::vector<double> bias = cn.value->as_double();
+    for (auto& e : bias) e = e != 0.0 ? 0.0 : fill;
+    plan->bias = Tensor::from_doubles(DType::kFloat32, cn.value->shape(), bias);
+    ns->insert(ns->end(), mine.begin(), mine.end());
+    return true;
+  }
+
+  bool opaque_named(const Node& n, std::string_view type) const {
+    if (n.kind != OpKind::kOpaque) return false;
+    const auto& p = std::get<OpaqueParams>(n.params);
+    return (p.domain.empty() || p.domain == "ai.onnx") && p.op_type == type;
+  }
+
   void claim(const std::vector<NodeId>& nodes) {
     for (auto id : nodes) claimed_[static_cast<size_t>(id)] = true;
   }
@@ -444,6 +705,106 @@ ValueRef half_cache(Graph* g, ValueRef c, std::map<std::pair<NodeId, int>, Value
   return out;
 }
 
+// t's values broadcast (numpy rules) to `to`, row-major.
+std::vector<double> broadcast_values(const Tensor& t, const Shape& to) {
+  const auto x = t.as_double();
+  const Shape& s = t.shape();
+  const size_t r = to.size(), off = r - s.size();
+  int64_t n = 1;
+  for (auto d : to) n *= d;
+  std::vector<double> out(static_cast<size_t>(n));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t src = 0;
+    for (size_t d = off; d < r; ++d) src = src * s[d - off] + (s[d - off] == 1 ? 0 : idx[d]);
+    out[static_cast<size_t>(i)] = x[static_cast<size_t>(src)];
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < to[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+ValueRef add_node(Graph* g, OpKind kind, OpParams params, std::vector<ValueRef> inputs, TensorType out) {
+  Node n;
+  n.kind = kind;
+  n.params = std::move(params);
+  n.inputs = std::move(inputs);
+  n.outputs = {std::move(out)};
+  return {g->add(std::move(n)), 0};
+}
+
+ValueRef add_weight(Graph* g, TensorPtr value, const std::string& name) {
+  Node w;
+  w.kind = OpKind::kWeight;
+  w.outputs = {{value->dtype(), value->shape()}};
+  w.value = std::move(value);
+  w.name = name;
+  return {g->add(std::move(w)), 0};
+}
+
+// The Attention op for a recognised chain, its operands built in g; returns the node that replaces
+// the root (the op, or for 3-D operands the Squeeze of its heads axis).
+Node build_attention(Graph* g, const Node& root, const AttentionPlan& p) {
+  const bool flat = p.flat;
+  ValueRef q = p.q, k = p.k, v = p.v;
+  if (p.k_perm) {
+    TensorType t = g->type(k);
+    Shape s(t.shape.size());
+    for (size_t i = 0; i < s.size(); ++i) s[i] = t.shape[static_cast<size_t>((*p.k_perm)[i])];
+    t.shape = s;
+    k = add_node(g, OpKind::kTranspose, TransposeParams{*p.k_perm}, {k}, t);
+  }
+  auto heads_axis = [&](ValueRef x) {
+    TensorType t = g->type(x);
+    t.shape.insert(t.shape.begin() + 1, 1);
+    return add_node(g, OpKind::kUnsqueeze, AxesParams{{1}, true}, {x}, t);
+  };
+  if (flat) q = heads_axis(q), k = heads_axis(k), v = heads_axis(v);
+  const Shape qs = g->type(q).shape, ks = g->type(k).shape;
+  std::vector<ValueRef> ins{q, k, v};
+  std::optional<ValueRef> mask = p.mask;
+  if (p.bias) {
+    const ValueRef b = add_weight(g, p.bias, root.name + "_mask_bias");
+    if (mask) {
+      auto s = broadcast_shapes(g->type(*mask).shape, p.bias->shape());
+      mask = add_node(g, OpKind::kAdd, {}, {b, *mask}, {DType::kFloat32, s ? *s : p.bias->shape()});
+    } else {
+      mask = b;
+    }
+  }
+  if (mask) {
+    // onnxruntime (through 1.32) refuses a (B, 1, 1, L) mask: every mask is given its S axis and
+    // the batch, at least (B, 1, S, L).
+    const TensorType mt = g->type(*mask);
+    const int64_t heads = !flat && mt.rank() == 4 && mt.shape[1] == qs[1] ? qs[1] : 1;
+    const Shape target{qs[0], heads, qs[2], ks[2]};
+    const Node& src = g->node(mask->node);
+    ValueRef m = *mask;
+    if (src.kind == OpKind::kWeight && src.value) {
+      if (mt.shape != target) {
+        Shape full = target;
+        if (flat) full.erase(full.begin() + 1);  // broadcast to (N, S, L), then read as (N, 1, S, L)
+        m = add_weight(g, Tensor::from_doubles(mt.dtype, target, broadcast_values(*src.value, full)), src.name + "_expanded");
+      }
+    } else if (mt.shape != target) {
+      if (flat && mt.rank() == 3) m = heads_axis(m);
+      m = add_node(g, OpKind::kAdd, {}, {m, add_weight(g, Tensor::from_doubles(mt.dtype, target, std::vector<double>(
+                                                                                   static_cast<size_t>(target[0] * target[1] * target[2] * target[3]), 0.0)),
+                                                               root.name + "_mask_broadcast")},
+                   {mt.dtype, target});
+    }
+    ins.push_back(m);
+  }
+  const AttentionParams ap{p.causal, p.scale, 0, 0};
+  if (!flat) return fused_node(root, OpKind::kAttention, ap, ins);
+  Shape ys = root.outputs[0].shape;
+  ys.insert(ys.begin() + 1, 1);
+  const ValueRef y = add_node(g, OpKind::kAttention, ap, ins, {root.outputs[0].dtype, ys});
+  return fused_node(root, OpKind::kSqueeze, AxesParams{{1}, true}, {y});
+}
+
 }  // namespace
 
 Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset) {
@@ -455,6 +816,7 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
   // taken as another chain's root. The fused node replaces the root in place: its inputs all come
   // before the root, so the order stays topological, and the chain's other nodes fall dead.
   std::vector<std::pair<NodeId, Node>> replace;
+  std::map<NodeId, AttentionPlan> attention;  // built once the whole graph is matched
   for (size_t i = g.size(); i-- > 0;) {
     const auto id = static_cast<NodeId>(i);
     std::vector<NodeId> chain;
@@ -478,6 +840,11 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
       ++st.rotary_embedding;
       m.claim(chain);
       replace.emplace_back(id, std::move(*re));
+    } else if (auto at = v >= kAttentionOpset ? m.attention(id, &chain) : std::nullopt) {
+      ++st.attention;
+      m.claim(chain);
+      attention.emplace(id, std::move(*at));
+      replace.emplace_back(id, Node{});
     }
   }
   if (replace.empty()) return g;
@@ -486,6 +853,10 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
   bool added = false;
   std::map<std::pair<NodeId, int>, ValueRef> caches;
   for (auto& [id, n] : replace) {
+    if (auto it = attention.find(id); it != attention.end()) {
+      n = build_attention(&out, g.node(id), it->second);
+      added = true;
+    }
     if (n.kind == OpKind::kRotaryEmbedding) {
       for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], &caches);
       added = true;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -20,6 +21,7 @@
 #include "exec/common.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/ir/shape_inference.h"
 #include "rlflow/onnx/model_io.h"
 #include "onnx/opset_test_helpers.h"
@@ -349,3 +351,78 @@ TEST(Attention, ImportRefusesTheFormsItDoesNotModel) {
   }
 }
 
+// tiny_attention_causal.onnx (opset 17) holds four eager attention chains: GPT-style with a constant
+// causal mask, BERT-style with a padding mask computed from an input, nn.MultiheadAttention's 3-D
+// form, and HF LLaMA's GQA through repeat_kv. At its own opset nothing fuses; at 23 each becomes one
+// Attention op (the causal constants as is_causal, the (1, 1, 1, S) padding mask broadcast to
+// (1, 1, S, S), the 3-D one between an Unsqueeze and a Squeeze, the LLaMA one reading one kv head),
+// the graph computes the same, and the file is written with the ops and passes the checker.
+TEST(Attention, TheEagerChainsFuseOnlyAtOpset23) {
+  namespace fs = std::filesystem;
+  auto g = onnxio::import_model_file((fs::path(RLFLOW_TEST_DATA) / "tiny_attention_causal.onnx").string(), import_options());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_EQ(g->meta().opset(""), 17);
+  CompositeStats at17;
+  recognise_composites(*g, &at17);
+  EXPECT_EQ(at17.attention, 0);
+
+  Graph up = *g;
+  ASSERT_TRUE(onnxio::set_output_opset(&up, 23).ok());
+  CompositeStats st;
+  const Graph fused = recognise_composites(up, &st);
+  EXPECT_EQ(st.attention, 4);
+  EXPECT_EQ(count_kind(fused, OpKind::kAttention), 4u);
+  EXPECT_EQ(count_kind(fused, OpKind::kSoftmax), 0u);
+  int causal = 0, masked = 0, gqa = 0, flat = 0;
+  for (const auto& n : fused.nodes()) {
+    if (n.kind != OpKind::kAttention) continue;
+    const auto& p = std::get<AttentionParams>(n.params);
+    causal += p.is_causal;
+    if (n.inputs.size() > 3) {
+      ++masked;
+      EXPECT_EQ(fused.type(n.inputs[3]).shape, (Shape{1, 1, 6, 6}));  // never (B, 1, 1, L): onnxruntime refuses it
+    }
+    if (fused.type(n.inputs[1]).shape[1] != fused.type(n.inputs[0]).shape[1]) ++gqa;
+    if (fused.type(n.inputs[0]).shape[1] == 1) ++flat;
+  }
+  EXPECT_EQ(causal, 2);
+  EXPECT_EQ(masked, 1);
+  EXPECT_EQ(gqa, 1);
+  EXPECT_EQ(flat, 1);
+  EXPECT_TRUE(validate(fused).ok());
+  rlflow::testing::expect_same_numbers(*g, fused, 1e-5, 1e-4);
+
+  auto m = export_checked(fused);
+  const auto p = parse(m.model_bytes);
+  const auto ops = op_types(p);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Attention"), 4);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 0);
+  expect_checker_passes(p);
+  rlflow::testing::expect_same_numbers(*g, reimport(m.model_bytes), 1e-5, 1e-4);
+}
+
+// A chain whose scores another node also reads is left alone, as every recogniser requires.
+TEST(Attention, AChainWithAnEscapingInteriorValueIsNotFused) {
+  GraphBuilder b(meta_at(23));
+  auto q = b.input("q", {DType::kFloat32, {1, 2, 3, E}});
+  auto k = b.input("k", {DType::kFloat32, {1, 2, 3, E}});
+  auto v = b.input("v", {DType::kFloat32, {1, 2, 3, Ev}});
+  auto kt = b.op(OpKind::kTranspose, {k}, TransposeParams{{0, 1, 3, 2}});
+  auto scores = b.op(OpKind::kMatMul, {q, kt});
+  auto probs = b.op(OpKind::kSoftmax, {scores}, AxisParams{3});
+  b.output(b.op(OpKind::kMatMul, {probs, v}), "y");
+  const Graph plain = b.build();
+  b.output(scores, "scores");
+  const Graph escaping = std::move(b).build();
+  CompositeStats st;
+  recognise_composites(escaping, &st);
+  EXPECT_EQ(st.attention, 0);
+  CompositeStats ok;
+  const Graph fused = recognise_composites(plain, &ok);
+  EXPECT_EQ(ok.attention, 1);
+  ASSERT_EQ(count_kind(fused, OpKind::kAttention), 1u);
+  for (const auto& n : fused.nodes())
+    if (n.kind == OpKind::kAttention) EXPECT_EQ(std::get<AttentionParams>(n.params).scale, 1.0);  // no scale in the chain
+  rlflow::testing::expect_same_numbers(plain, fused, 1e-6, 1e-5);
+}

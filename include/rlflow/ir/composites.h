@@ -3,7 +3,9 @@
 // erf form and tanh approximation, as PyTorch writes them below opset 20), LayerNorm (below
 // opset 17), HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14) and RMSNorm (x * rsqrt(mean(x^2) + eps)
 // * scale, as PyTorch writes LLaMA's RMSNorm, below opset 23) and RotaryEmbedding (HF's rotate_half
-// form, where cos and sin provably repeat their first half, below opset 23). Each chain becomes
+// form, where cos and sin provably repeat their first half, below opset 23) and Attention (eager
+// MatMul/scale/mask/Softmax/MatMul attention, 4-D or nn.MultiheadAttention's 3-D, HF LLaMA's repeat_kv
+// peeled into GQA, below opset 23). Each chain becomes
 // one node, which costs one kernel instead of five to nine, where the model's opset has that op.
 //
 // This is a canonicalisation, not a search step: it is exact in real arithmetic (the fused op is
@@ -23,13 +25,14 @@ struct CompositeStats {
   int hard_swish = 0;  // Mul(x, HardSigmoid(x; 1/6, 1/2)) pairs replaced
   int rms_norm = 0;    // Pow/ReduceMean/Add/Sqrt/(Div | Div(1, .) or Reciprocal, Mul)/Mul chains replaced
   int rotary_embedding = 0;  // x * cos + Concat(Neg(x[.., D/2:]), x[.., :D/2]) * sin chains replaced
+  int attention = 0;  // MatMul(Softmax(scale * MatMul(Q, K^T) [+ mask]), V) chains replaced
   int removed_nodes = 0;
-  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding; }
+  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding + attention; }
 };
 
 // The first default-domain opset with each fused op: below it the exporter writes the chain back.
 inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14, kRMSNormOpset = 23,
-                        kRotaryEmbeddingOpset = 23;
+                        kRotaryEmbeddingOpset = 23, kAttentionOpset = 23;
 
 // Replaces every recognised chain whose interior values nothing else reads, and whose fused op
 // exists at `opset` (default: the graph's own): a chain the exporter would write back as a chain
