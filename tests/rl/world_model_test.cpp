@@ -487,6 +487,8 @@ TEST(WorldModel, MatchFeaturesPredictPerLocationRewardsBetter) {
   auto with = rl::train_world_model(o);
   ASSERT_TRUE(with) << with.error().message;
   EXPECT_EQ(with->collected, 0);  // the same episodes
+  RecordProperty("reward_mse_without", std::to_string(without->last.reward_mse));
+  RecordProperty("reward_mse_with", std::to_string(with->last.reward_mse));
   EXPECT_LT(with->last.reward_mse, 0.7 * without->last.reward_mse)
       << "with match features " << with->last.reward_mse << ", without " << without->last.reward_mse;
   fs::remove_all(dir);
