@@ -807,7 +807,7 @@ Node build_attention(Graph* g, const Node& root, const AttentionPlan& p) {
 
 }  // namespace
 
-Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset) {
+Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset, bool fuse_attention) {
   const int64_t v = opset ? *opset : g.meta().opset("");
   CompositeStats local;
   CompositeStats& st = stats ? *stats : local;
@@ -840,7 +840,7 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
       ++st.rotary_embedding;
       m.claim(chain);
       replace.emplace_back(id, std::move(*re));
-    } else if (auto at = v >= kAttentionOpset ? m.attention(id, &chain) : std::nullopt) {
+    } else if (auto at = fuse_attention && v >= kAttentionOpset ? m.attention(id, &chain) : std::nullopt) {
       ++st.attention;
       m.claim(chain);
       attention.emplace(id, std::move(*at));

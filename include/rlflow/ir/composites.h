@@ -38,7 +38,10 @@ inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset 
 // exists at `opset` (default: the graph's own): a chain the exporter would write back as a chain
 // stays one, so a cost model never credits a fusion the written file does not have. The result
 // computes the same function; node names and output names of the chains' last nodes are kept.
-Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt);
+// `attention` false leaves the attention chains as they are (onnxruntime's CPU Attention kernel is
+// slower than the eager chain at small head sizes, so optimise also tries the fusions without it).
+Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt,
+                           bool attention = true);
 
 // The RMSNorm chains recognise_composites fuses at kRMSNormOpset, whatever the graph's opset: each
 // one's nodes, its root (the scale Mul, which the fused op replaces) first. For cost models of a
