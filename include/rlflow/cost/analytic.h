@@ -31,6 +31,10 @@ struct OpWork {
   bool half = false;  // computes in float16/bfloat16 (its output is half-typed): the profile's half rates apply
 };
 
+// Below this head size an onnxruntime profile prices Attention above the eager chain it replaces
+// (measured slower there in whole models; AnalyticCostModel::op_cost).
+inline constexpr int64_t kOrtAttentionMinHead = 64;
+
 // ir::node_flops computed from a signature instead of a graph node.
 double signature_flops(const OpSignature& s);
 OpWork op_work(const OpSignature& s);
