@@ -280,16 +280,19 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
     auto cs = candidates(start, outcome, std::max(1, o.candidates), composites.total() > 0);
     if (!cs) return cs.error();
     cands = std::move(*cs);
-    // The other fusions without the attention ones, last: onnxruntime's CPU Attention kernel measured
+    // The other fusions without the attention ones: onnxruntime's CPU Attention kernel measured
     // slower than the eager chain at small head sizes (8 and 16: HF gpt2/bert/llama small, 0.88-0.95x
     // whole-model), while the RMSNorm and rotary fusions pay, so a measured target can keep those.
+    // It goes last, or before the candidates it is predicted cheaper than, since they are measured
+    // in order and the first that passes is written.
     if (composites.attention > 0) {
       ir::Graph g = ir::recognise_composites(*original, &no_attention, std::nullopt, false);
       if (no_attention.total() > 0) {
         cost::MemoCost memo(*outcome.model);
         auto c = memo.cost(g);
         if (!c) return c.error();
-        cands.push_back({kNoAttention, 0, *c, std::move(g)});
+        auto at = std::find_if(cands.begin(), cands.end(), [&](const Candidate& x) { return *c < x.predicted_ms; });
+        cands.insert(at, {kNoAttention, 0, *c, std::move(g)});
       }
     }
     // Weight-only subgraphs the rewrites created (concatenated or enlarged kernels) fold now, so
