@@ -129,6 +129,10 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
   // priced as its root, the scale Mul: one streaming pass over x, the scale and y, as the op is.
   for (const auto& chain : ir::rms_norm_chains(g))
     for (size_t k = 1; k < chain.size(); ++k) fused[static_cast<size_t>(chain[k])] = true;
+  // onnxruntime's CastElimination drops a Cast to the type its input already has (level 1), so one
+  // costs nothing there, and removing it (recognise_composites) earns nothing on this target.
+  for (size_t i = 0; i < n; ++i)
+    if (ir::is_noop_cast(g, static_cast<ir::NodeId>(i))) fused[i] = true;
   // No such entry for rotary embeddings: onnxruntime leaves HF's rotate_half chain (Slice, Neg, Concat,
   // Mul, Add) as separate kernels, and the RotaryEmbedding op measured 3-7x faster than that chain
   // (scripts/measure_fused_ops-2026-11-25.md), so the chain keeps its own ops' costs.

@@ -807,6 +807,36 @@ Node build_attention(Graph* g, const Node& root, const AttentionPlan& p) {
 
 }  // namespace
 
+bool is_noop_cast(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  return n.kind == OpKind::kCast && n.inputs.size() == 1 && n.outputs.size() == 1 && g.type(n.inputs[0]) == n.outputs[0];
+}
+
+namespace {
+
+// Readers of a no-op Cast read its input instead (through any run of them); a Cast that is a graph
+// output stays, keeping the output's producer. Returns how many Casts nothing reads any more
+// (remove_dead_nodes then drops them).
+int bypass_noop_casts(Graph* g) {
+  std::vector<bool> is_output(g->size(), false);
+  for (const auto& o : g->outputs()) is_output[static_cast<size_t>(o.value.node)] = true;
+  auto skip = [&](NodeId id) { return is_noop_cast(*g, id) && !is_output[static_cast<size_t>(id)]; };
+  int n = 0;
+  for (size_t i = 0; i < g->size(); ++i) n += skip(static_cast<NodeId>(i));
+  if (n == 0) return 0;
+  for (size_t i = 0; i < g->size(); ++i) {
+    const auto id = static_cast<NodeId>(i);
+    for (size_t k = 0; k < g->node(id).inputs.size(); ++k) {
+      ValueRef v = g->node(id).inputs[k];
+      while (skip(v.node)) v = g->node(v.node).inputs[0];
+      g->mutable_node(id).inputs[k] = v;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset, bool fuse_attention) {
   const int64_t v = opset ? *opset : g.meta().opset("");
   CompositeStats local;
@@ -847,28 +877,34 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
       replace.emplace_back(id, Node{});
     }
   }
-  if (replace.empty()) return g;
   Graph out = g;
-  // A rotary embedding reads caches that are new nodes, added after its root: sorted again below.
-  bool added = false;
-  std::map<std::pair<NodeId, int>, ValueRef> caches;
-  for (auto& [id, n] : replace) {
-    if (auto it = attention.find(id); it != attention.end()) {
-      n = build_attention(&out, g.node(id), it->second);
-      added = true;
+  if (!replace.empty()) {
+    // A rotary embedding reads caches that are new nodes, added after its root: sorted again below.
+    bool added = false;
+    std::map<std::pair<NodeId, int>, ValueRef> caches;
+    for (auto& [id, n] : replace) {
+      if (auto it = attention.find(id); it != attention.end()) {
+        n = build_attention(&out, g.node(id), it->second);
+        added = true;
+      }
+      if (n.kind == OpKind::kRotaryEmbedding) {
+        for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], &caches);
+        added = true;
+      }
+      out.mutable_node(id) = std::move(n);
     }
-    if (n.kind == OpKind::kRotaryEmbedding) {
-      for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], &caches);
-      added = true;
+    if (added) {
+      auto sorted = topo_sorted(out.nodes(), out.outputs(), out.meta());
+      if (!sorted) return g;
+      out = std::move(*sorted);
     }
-    out.mutable_node(id) = std::move(n);
+    out = remove_dead_nodes(std::move(out));
   }
-  if (added) {
-    auto sorted = topo_sorted(out.nodes(), out.outputs(), out.meta());
-    if (!sorted) return g;
-    out = std::move(*sorted);
-  }
-  out = remove_dead_nodes(std::move(out));
+  // No-op Casts outside the chains (those inside went with them).
+  const int casts = bypass_noop_casts(&out);
+  if (casts > 0) out = remove_dead_nodes(std::move(out));
+  if (replace.empty() && casts == 0) return g;
+  st.noop_cast += casts;
   st.removed_nodes += static_cast<int>(g.num_ops() - out.num_ops());
   return out;
 }

@@ -261,9 +261,9 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   const ir::Graph start = o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites) : *original;
   if (composites.total() > 0)
     spdlog::info("fused {} GELU, {} tanh-GELU, {} LayerNorm, {} RMSNorm, {} rotary, {} attention and {} HardSwish chains into single "
-                 "ops ({} nodes removed)",
+                 "ops, dropped {} no-op Casts ({} nodes removed)",
                  composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.rms_norm, composites.rotary_embedding,
-                 composites.attention, composites.hard_swish, composites.removed_nodes);
+                 composites.attention, composites.hard_swish, composites.noop_cast, composites.removed_nodes);
 
   // search -> candidates
   std::vector<Candidate> cands;

@@ -19,7 +19,7 @@ std::string dims_str(const std::map<std::string, int64_t>& dims) {
 
 json composites_json(const ir::CompositeStats& c) {
   return {{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"hard_swish", c.hard_swish}, {"rms_norm", c.rms_norm},
-          {"rotary_embedding", c.rotary_embedding}, {"attention", c.attention},
+          {"rotary_embedding", c.rotary_embedding}, {"attention", c.attention}, {"noop_cast", c.noop_cast},
           {"removed_nodes", c.removed_nodes}};
 }
 
@@ -139,10 +139,10 @@ void OptimiseReport::print(std::FILE* out) const {
     }
     if (chosen && composites.total() > 0)
       std::fprintf(out,
-                   "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish, %d RMSNorm, %d RotaryEmbedding, %d Attention "
-                   "(%d nodes removed)\n",
+                   "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish, %d RMSNorm, %d RotaryEmbedding, %d Attention; "
+                   "%d no-op Casts dropped (%d nodes removed)\n",
                    composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.rms_norm,
-                   composites.rotary_embedding, composites.attention, composites.removed_nodes);
+                   composites.rotary_embedding, composites.attention, composites.noop_cast, composites.removed_nodes);
     std::map<std::string, int> applied;
     for (const auto& s : steps) applied[s.rule]++;
     if (applied.empty()) std::fprintf(out, "rules applied: none\n");

@@ -287,6 +287,29 @@ TEST(OnnxruntimeFusions, AttentionCostsLessThanItsEagerChain) {
   }
 }
 
+// onnxruntime drops a Cast to the type its input already has (CastElimination), so it costs nothing
+// there; a GPU profile prices it as the copy kernel a per-node runtime launches.
+TEST(OnnxruntimeFusions, ANoOpCastIsFree) {
+  auto build = [](bool cast) {
+    ir::GraphBuilder b;
+    ir::ValueRef x = b.input("x", {ir::DType::kFloat32, {1, 128, 512}});
+    if (cast) x = b.op(ir::OpKind::kCast, {x}, ir::CastParams{ir::DType::kFloat32});
+    b.output(b.op(ir::OpKind::kRelu, {x}), "y");
+    return std::move(b).build();
+  };
+  for (const char* name : {"ort-cpu", "h100"}) {
+    auto profile = load_profile(name);
+    ASSERT_TRUE(profile.ok()) << profile.error().message;
+    AnalyticCostModel m(*profile);
+    auto with = graph_cost(build(true), m), without = graph_cost(build(false), m);
+    ASSERT_TRUE(with.ok() && without.ok());
+    if (std::string(name) == "ort-cpu")
+      EXPECT_DOUBLE_EQ(*with, *without);
+    else
+      EXPECT_GT(*with, *without);
+  }
+}
+
 TEST(OnnxruntimeFusions, NarrowHeadAttentionCostsMoreThanItsChainOnOnnxruntimeOnly) {
   for (const int64_t head : {8, 16, 32}) {
     ASSERT_LT(head, kOrtAttentionMinHead);

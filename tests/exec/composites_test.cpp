@@ -191,3 +191,38 @@ TEST(Composites, FeedForwardBlockFusesBothChains) {
   EXPECT_TRUE(validate(after).ok());
   expect_same_numbers(before, after);
 }
+
+// HF's LlamaRMSNorm and eager attention cast float32 to float32 (to(torch.float32), softmax(dtype=
+// float32).to(dtype)): such a Cast computes nothing and goes at any opset; its readers read its input.
+// A Cast that changes the type stays, and so does one that is a graph output (it produces that output).
+TEST(Composites, NoOpCastsAreDroppedAtAnyOpset) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 8}});
+  auto twice = b.op(OpKind::kCast, {b.op(OpKind::kCast, {x}, CastParams{DType::kFloat32})}, CastParams{DType::kFloat32});
+  auto r = b.op(OpKind::kRelu, {twice});
+  auto s = b.op(OpKind::kSigmoid, {b.op(OpKind::kCast, {r}, CastParams{DType::kFloat32})});
+  b.output(b.op(OpKind::kCast, {s}, CastParams{DType::kFloat32}), "y");                      // a graph output: kept
+  b.output(b.op(OpKind::kCast, {b.op(OpKind::kCast, {r}, CastParams{DType::kFloat16})}, CastParams{DType::kFloat32}),
+           "z");  // float32 -> float16 -> float32 rounds: kept
+  Graph g = b.graph();
+  g.meta().opsets = {{"", 13}};
+  CompositeStats st;
+  const Graph after = recognise_composites(g, &st);
+  EXPECT_EQ(st.noop_cast, 3);
+  EXPECT_EQ(st.total(), 3);
+  EXPECT_EQ(st.removed_nodes, 3);
+  EXPECT_EQ(count(after, OpKind::kCast), 3);
+  EXPECT_TRUE(is_noop_cast(after, after.outputs()[0].value.node));
+  EXPECT_EQ(after.node(after.outputs()[0].value.node).kind, OpKind::kCast);
+  EXPECT_TRUE(validate(after).ok());
+  expect_same_numbers(g, after);
+
+  // Nothing to drop: the graph comes back as it was.
+  GraphBuilder c;
+  auto u = c.input("u", {DType::kFloat32, {4}});
+  c.output(c.op(OpKind::kRelu, {c.op(OpKind::kCast, {u}, CastParams{DType::kFloat16})}), "v");
+  CompositeStats none;
+  const Graph same = recognise_composites(c.graph(), &none);
+  EXPECT_EQ(none.total(), 0);
+  EXPECT_EQ(same.num_ops(), c.graph().num_ops());
+}

@@ -26,18 +26,24 @@ struct CompositeStats {
   int rms_norm = 0;    // Pow/ReduceMean/Add/Sqrt/(Div | Div(1, .) or Reciprocal, Mul)/Mul chains replaced
   int rotary_embedding = 0;  // x * cos + Concat(Neg(x[.., D/2:]), x[.., :D/2]) * sin chains replaced
   int attention = 0;  // MatMul(Softmax(scale * MatMul(Q, K^T) [+ mask]), V) chains replaced
+  int noop_cast = 0;  // Casts to the type their input already has (HF's float32 -> float32), removed
   int removed_nodes = 0;
-  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding + attention; }
+  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding + attention + noop_cast; }
 };
 
 // The first default-domain opset with each fused op: below it the exporter writes the chain back.
 inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14, kRMSNormOpset = 23,
                         kRotaryEmbeddingOpset = 23, kAttentionOpset = 23;
 
+// A Cast to the type its input already has computes nothing (at any opset): recognise_composites
+// has its readers read the input instead and drops it (one that is a graph output stays).
+bool is_noop_cast(const Graph& g, NodeId id);
+
 // Replaces every recognised chain whose interior values nothing else reads, and whose fused op
 // exists at `opset` (default: the graph's own): a chain the exporter would write back as a chain
 // stays one, so a cost model never credits a fusion the written file does not have. The result
 // computes the same function; node names and output names of the chains' last nodes are kept.
+// No-op Casts left outside the chains are removed too (is_noop_cast).
 // `attention` false leaves the attention chains as they are (onnxruntime's CPU Attention kernel is
 // slower than the eager chain at small head sizes, so optimise also tries the fusions without it).
 Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt,
