@@ -61,6 +61,15 @@ class Exporter {
     return add_initializer(ir::Tensor::i64(v), base);
   }
   std::string scalar_like(double v, ir::DType dt, const std::string& base);
+  // `op` with an int list that is an attribute (`attr`) below opset `input_from` and its last input
+  // from it on (ReduceMean's axes from 18; Squeeze, Unsqueeze's axes and Split's split from 13).
+  onnx::NodeProto* add_with_ints(const std::string& op, const Node& src, std::vector<std::string> ins, std::vector<std::string> outs,
+                                 const std::string& attr, const std::vector<int64_t>& v, int64_t input_from) {
+    if (opset_ >= input_from) ins.push_back(ints_initializer(v, outs[0] + "_" + attr));
+    auto* c = add_node(op, src, std::move(ins), std::move(outs));
+    if (opset_ < input_from) set_ints(c, attr, v);
+    return c;
+  }
   Status emit(NodeId id);
   void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
@@ -352,10 +361,7 @@ Status Exporter::emit(NodeId id) {
       std::vector<int64_t> axes;
       for (int64_t d = p.axis; d < n.outputs[0].rank(); ++d) axes.push_back(d);
       Node anon;
-      auto reduce = [&](const std::string& in, const std::string& o) {
-        auto* r = add_node("ReduceMean", anon, {in}, {o});
-        set_ints(r, "axes", axes);
-      };
+      auto reduce = [&](const std::string& in, const std::string& o) { add_with_ints("ReduceMean", anon, {in}, {o}, "axes", axes, 18); };
       const std::string mean = fresh(out + "_mean"), d = fresh(out + "_centered"), sq = fresh(out + "_sq"),
                         var = fresh(out + "_var"), ve = fresh(out + "_vareps"), sd = fresh(out + "_std");
       const auto dt = n.outputs[0].dtype;
@@ -394,10 +400,7 @@ Status Exporter::emit(NodeId id) {
       const std::string sq = fresh(out + "_sq"), ms = fresh(out + "_ms"), mse = fresh(out + "_mseps"), rms = fresh(out + "_rms"),
                         normed = fresh(out + "_normed");
       add_node("Pow", anon, {ins[0], scalar_like(2.0, dt == ir::DType::kBFloat16 ? ir::DType::kFloat32 : dt, out + "_two")}, {sq});
-      std::vector<std::string> rin{sq};
-      if (opset_ >= 18) rin.push_back(ints_initializer(axes, out + "_axes"));
-      auto* r = add_node("ReduceMean", anon, rin, {ms});
-      if (opset_ < 18) set_ints(r, "axes", axes);
+      add_with_ints("ReduceMean", anon, {sq}, {ms}, "axes", axes, 18);
       add_node("Add", anon, {ms, scalar_like(p.epsilon, dt, out + "_eps")}, {mse});
       add_node("Sqrt", anon, {mse}, {rms});
       add_node("Div", anon, {ins[0], rms}, {normed});
@@ -436,10 +439,7 @@ Status Exporter::emit(NodeId id) {
       auto repeat_heads = [&](const std::string& src, const ir::TensorType& t, const std::string& name) {
         if (hq == hkv) return src;
         const std::string u = fresh(out + name + "_unsq");
-        std::vector<std::string> uin{src};
-        if (opset_ >= 13) uin.push_back(ints_initializer({2}, u + "_axes"));
-        auto* un = add_node("Unsqueeze", anon, uin, {u});
-        if (opset_ < 13) set_ints(un, "axes", {2});
+        add_with_ints("Unsqueeze", anon, {src}, {u}, "axes", {2}, 13);
         const int64_t b = t.shape[0], l = t.shape[2], d = t.shape[3];
         const std::string e = binary("Expand", u, ints_initializer({b, hkv, hq / hkv, l, d}, out + name + "_shape5"), name + "_exp");
         return binary("Reshape", e, ints_initializer({b, hq, l, d}, out + name + "_shape4"), name + "_rep");
@@ -508,10 +508,7 @@ Status Exporter::emit(NodeId id) {
           set_int(add_node("Gather", anon, {src, ins[3]}, {c}), "axis", 0);
         }
         const std::string o = fresh(out + name);
-        std::vector<std::string> uin{c};
-        if (opset_ >= 13) uin.push_back(ints_initializer({1}, o + "_axes"));
-        auto* u = add_node("Unsqueeze", anon, uin, {o});
-        if (opset_ < 13) set_ints(u, "axes", {1});
+        add_with_ints("Unsqueeze", anon, {c}, {o}, "axes", {1}, 13);
         return o;
       };
       auto binary = [&](const char* op, const std::string& a, const std::string& b, const std::string& name) {
@@ -534,10 +531,7 @@ Status Exporter::emit(NodeId id) {
     }
     case OpKind::kReduceMean: {
       const auto& p = std::get<ir::AxesParams>(n.params);
-      if (opset_ >= 18) ins.push_back(ints_initializer(p.axes, out + "_axes"));
-      auto* c = plain("ReduceMean");
-      if (opset_ < 18) set_ints(c, "axes", p.axes);
-      set_int(c, "keepdims", p.keepdims ? 1 : 0);
+      set_int(add_with_ints("ReduceMean", n, ins, outs, "axes", p.axes, 18), "keepdims", p.keepdims ? 1 : 0);
       return {};
     }
     case OpKind::kConcat: set_int(plain("Concat"), "axis", std::get<ir::AxisParams>(n.params).axis); return {};
@@ -545,10 +539,7 @@ Status Exporter::emit(NodeId id) {
     case OpKind::kGather: set_int(plain("Gather"), "axis", std::get<ir::AxisParams>(n.params).axis); return {};
     case OpKind::kSplit: {
       const auto& p = std::get<ir::SplitParams>(n.params);
-      if (opset_ >= 13) ins.push_back(ints_initializer(p.sizes, out + "_split"));
-      auto* c = plain("Split");
-      set_int(c, "axis", p.axis);
-      if (opset_ < 13) set_ints(c, "split", p.sizes);
+      set_int(add_with_ints("Split", n, ins, outs, "split", p.sizes, 13), "axis", p.axis);
       return {};
     }
     case OpKind::kTranspose: set_ints(plain("Transpose"), "perm", std::get<ir::TransposeParams>(n.params).perm); return {};
@@ -574,9 +565,7 @@ Status Exporter::emit(NodeId id) {
     case OpKind::kSqueeze:
     case OpKind::kUnsqueeze: {
       const auto& p = std::get<ir::AxesParams>(n.params);
-      if (opset_ >= 13) ins.push_back(ints_initializer(p.axes, out + "_axes"));
-      auto* c = plain(n.kind == OpKind::kSqueeze ? "Squeeze" : "Unsqueeze");
-      if (opset_ < 13) set_ints(c, "axes", p.axes);
+      add_with_ints(n.kind == OpKind::kSqueeze ? "Squeeze" : "Unsqueeze", n, ins, outs, "axes", p.axes, 13);
       return {};
     }
     case OpKind::kPad: {
