@@ -70,6 +70,21 @@ class Exporter {
     if (opset_ < input_from) set_ints(c, attr, v);
     return c;
   }
+  // sqrt(mean(v^2 over the axes from `axis` on) + eps) as PyTorch writes it, Pow(v, 2) included
+  // (onnxruntime's LayerNorm and SimplifiedLayerNorm fusions look for that form; Pow's exponent type
+  // admits bfloat16 only from opset 15, so it is float32 there). The LayerNorm and RMSNorm chains
+  // below their ops' opsets share it. Returns the result's name.
+  std::string root_mean_square(const std::string& v, const ir::NormParams& p, const ir::TensorType& t, const std::string& out) {
+    std::vector<int64_t> axes;
+    for (int64_t d = p.axis; d < t.rank(); ++d) axes.push_back(d);
+    const Node anon;
+    const std::string sq = fresh(out + "_sq"), ms = fresh(out + "_ms"), mse = fresh(out + "_mseps"), rms = fresh(out + "_rms");
+    add_node("Pow", anon, {v, scalar_like(2.0, t.dtype == ir::DType::kBFloat16 ? ir::DType::kFloat32 : t.dtype, out + "_two")}, {sq});
+    add_with_ints("ReduceMean", anon, {sq}, {ms}, "axes", axes, 18);
+    add_node("Add", anon, {ms, scalar_like(p.epsilon, t.dtype, out + "_eps")}, {mse});
+    add_node("Sqrt", anon, {mse}, {rms});
+    return rms;
+  }
   Status emit(NodeId id);
   void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
@@ -207,6 +222,12 @@ Status Exporter::emit(NodeId id) {
   std::vector<std::string> outs = names_[static_cast<size_t>(id)];
   const std::string& out = outs.front();
   auto plain = [&](const std::string& op) { return add_node(op, n, ins, outs); };
+  auto norm_op = [&](const std::string& op, const ir::NormParams& p) -> Status {
+    auto* c = plain(op);
+    set_int(c, "axis", p.axis);
+    set_float(c, "epsilon", p.epsilon);
+    return {};
+  };
   switch (n.kind) {
     case OpKind::kInput:
       value_info(gp_->add_input(), out, n.outputs[0]);
@@ -351,28 +372,15 @@ Status Exporter::emit(NodeId id) {
     }
     case OpKind::kLayerNorm: {
       const auto& p = std::get<ir::NormParams>(n.params);
-      if (opset_ >= 17) {
-        auto* c = plain("LayerNormalization");
-        set_int(c, "axis", p.axis);
-        set_float(c, "epsilon", p.epsilon);
-        return {};
-      }
-      // Older opsets: the decomposed form that exporters emit.
+      if (opset_ >= 17) return norm_op("LayerNormalization", p);
+      // Older opsets: the decomposed form that exporters emit, (x - mean(x)) / rms(x - mean(x)).
       std::vector<int64_t> axes;
       for (int64_t d = p.axis; d < n.outputs[0].rank(); ++d) axes.push_back(d);
       Node anon;
-      auto reduce = [&](const std::string& in, const std::string& o) { add_with_ints("ReduceMean", anon, {in}, {o}, "axes", axes, 18); };
-      const std::string mean = fresh(out + "_mean"), d = fresh(out + "_centered"), sq = fresh(out + "_sq"),
-                        var = fresh(out + "_var"), ve = fresh(out + "_vareps"), sd = fresh(out + "_std");
-      const auto dt = n.outputs[0].dtype;
-      reduce(ins[0], mean);
+      const std::string mean = fresh(out + "_mean"), d = fresh(out + "_centered");
+      add_with_ints("ReduceMean", anon, {ins[0]}, {mean}, "axes", axes, 18);
       add_node("Sub", anon, {ins[0], mean}, {d});
-      // Pow(d, 2), as PyTorch writes it: onnxruntime's LayerNorm fusion looks for that form.
-      // The exponent is Pow's own type T1, which admits bfloat16 only from opset 15: float32 there.
-      add_node("Pow", anon, {d, scalar_like(2.0, dt == ir::DType::kBFloat16 ? ir::DType::kFloat32 : dt, out + "_two")}, {sq});
-      reduce(sq, var);
-      add_node("Add", anon, {var, scalar_like(p.epsilon, dt, out + "_eps")}, {ve});
-      add_node("Sqrt", anon, {ve}, {sd});
+      const std::string sd = root_mean_square(d, p, n.outputs[0], out);
       const std::string normed = ins.size() > 1 ? fresh(out + "_normed") : out;
       add_node("Div", anon, {d, sd}, {normed});
       if (ins.size() == 2) add_node("Mul", anon, {normed, ins[1]}, {out});
@@ -385,24 +393,11 @@ Status Exporter::emit(NodeId id) {
     }
     case OpKind::kRMSNorm: {
       const auto& p = std::get<ir::NormParams>(n.params);
-      if (opset_ >= 23) {
-        auto* c = plain("RMSNormalization");
-        set_int(c, "axis", p.axis);
-        set_float(c, "epsilon", p.epsilon);
-        return {};
-      }
-      // Older opsets: x / sqrt(mean(x^2) + eps) * scale, the chain PyTorch writes (and
-      // ir::recognise_composites reads back); onnxruntime fuses it into SimplifiedLayerNormalization.
-      std::vector<int64_t> axes;
-      for (int64_t d = p.axis; d < n.outputs[0].rank(); ++d) axes.push_back(d);
+      if (opset_ >= 23) return norm_op("RMSNormalization", p);
+      // Older opsets: x / rms(x) * scale, the chain PyTorch writes (and ir::recognise_composites
+      // reads back); onnxruntime fuses it into SimplifiedLayerNormalization.
       Node anon;
-      const auto dt = n.outputs[0].dtype;
-      const std::string sq = fresh(out + "_sq"), ms = fresh(out + "_ms"), mse = fresh(out + "_mseps"), rms = fresh(out + "_rms"),
-                        normed = fresh(out + "_normed");
-      add_node("Pow", anon, {ins[0], scalar_like(2.0, dt == ir::DType::kBFloat16 ? ir::DType::kFloat32 : dt, out + "_two")}, {sq});
-      add_with_ints("ReduceMean", anon, {sq}, {ms}, "axes", axes, 18);
-      add_node("Add", anon, {ms, scalar_like(p.epsilon, dt, out + "_eps")}, {mse});
-      add_node("Sqrt", anon, {mse}, {rms});
+      const std::string rms = root_mean_square(ins[0], p, n.outputs[0], out), normed = fresh(out + "_normed");
       add_node("Div", anon, {ins[0], rms}, {normed});
       add_node("Mul", anon, {normed, ins[1]}, {out});
       return {};
