@@ -17,8 +17,9 @@ sequence 128) so that the rest can be measured.
 Every file written is checked against its input in onnxruntime (scripts/check_ort.py's oracle session:
 CPU, one thread, no graph rewrites): onnx.checker (full_check), then both run on the same seeded
 inputs (input_ids uniform in [0, vocab), attention_mask ones, floats N(0, 1)) and compared with
-atol 1e-4 / rtol 1e-3. A dynamic model is run at batch 1 / sequence 128 and, where the written
-file still has symbolic input dims, at batch 2 / sequence 64 too.
+atol 1e-4 / rtol 1e-3. A dynamic model whose written file still has symbolic input dims is run at
+every binding of size_bindings.py (representative, smallest, odd primes, a decode step where there
+is a past length, batch 2), where no baked-in size survives; otherwise at batch 1 / sequence 128.
 
 Prints a table; --json FILE writes every record. Exits 1 if any model failed (an rlflow exit code
 other than 0, or an output that does not match), unless --no-fail.
@@ -42,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from check_ort import _exceeds, _json_safe, _max_abs_diff, graph_inputs, session  # noqa: E402
+import size_bindings as sb  # noqa: E402
 
 ATOL, RTOL = 1e-4, 1e-3
 SEED = 0
@@ -49,7 +51,6 @@ CLAIM_RTOL = 0.005  # a prediction describes the written file: within 0.5% of th
 SEQ = 128
 # Shapes at which a model is run in onnxruntime: (batch, sequence); sequence applies to text inputs only.
 SHAPES_STATIC = [(1, SEQ)]
-SHAPES_DYNAMIC = [(1, SEQ), (2, 64)]
 
 
 def first_error(stderr: str) -> Optional[str]:
@@ -187,12 +188,17 @@ def ort_check(orig_path: str, opt_path: str, dynamic: bool) -> dict:
     except Exception as e:
         res["error"] = res["error"] or f"load: {_line(e)}"
         return res
-    shapes = SHAPES_DYNAMIC if dynamic and res["dims_kept"] else SHAPES_STATIC
+    # A dynamic file is run at every binding of size_bindings.py (smallest, odd primes, a decode
+    # step, ...), which no baked-in size survives; a static one at batch 1 / sequence 128.
+    if dynamic and res["dims_kept"]:
+        runs = [(sb.binding_str(label, b), lambda b=b: sb.make_feeds(orig, b, SEED)) for label, b in sb.bindings(orig)]
+    else:
+        runs = [(f"{batch}x{seq}", lambda batch=batch, seq=seq: make_feeds(orig, batch, seq)) for batch, seq in SHAPES_STATIC]
     ok = res["checker_ok"]
-    for batch, seq in shapes:
-        run = {"batch": batch, "seq": seq, "ok": False, "max_abs_diff": None}
+    for where, feeds_at in runs:
+        run = {"binding": where, "ok": False, "max_abs_diff": None}
         try:
-            feeds = make_feeds(orig, batch, seq)
+            feeds = feeds_at()
             ref = s_orig.run(None, feeds)
             ref_names = [o.name for o in s_orig.get_outputs()]
             opt_in = [i.name for i in s_opt.get_inputs()]
@@ -214,7 +220,7 @@ def ort_check(orig_path: str, opt_path: str, dynamic: bool) -> dict:
         ok = ok and run["ok"]
         res["runs"].append(run)
         if not run["ok"] and not res["error"]:
-            res["error"] = f"{batch}x{seq}: " + (run.get("error") or f"max_abs_diff {run['max_abs_diff']:.3g}")
+            res["error"] = f"{where}: " + (run.get("error") or f"max_abs_diff {run['max_abs_diff']:.3g}")
     res["ok"] = bool(ok)
     return res
 

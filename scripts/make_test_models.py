@@ -355,6 +355,76 @@ def dynamic_batch() -> onnx.ModelProto:
     return b.model("dynamic_batch", [vi("x", F, ["N", 16])], [vi("y", F, ["N", 8])], opset=13)
 
 
+def dynamic_linear() -> onnx.ModelProto:
+    """Issue 38's four-node repro: a 3-D MatMul + bias over a symbolic batch and sequence, reshaped
+    back to the input's shape. A rewrite to Gemm must not write the representative sequence length
+    into its Reshapes."""
+    b = Builder(seed=10)
+    b.node("MatMul", ["x", b.weight("w", [64, 64])], "h")
+    b.node("Add", ["h", b.weight("bias", [64], 0.1)], "hb")
+    b.node("Shape", ["x"], "xs")
+    b.node("Reshape", ["hb", "xs"], "y")
+    return b.model("dynamic_linear", [vi("x", F, ["batch", "sequence", 64])], [vi("y", F, ["batch", "sequence", 64])], opset=13)
+
+
+def kv_cache_decoder() -> onnx.ModelProto:
+    """One attention layer of a decoder with a KV cache, as optimum exports it: the past keys and
+    values are inputs, the mask spans "past_sequence_length + sequence_length", and the present
+    keys and values are outputs. Head reshapes read the input's shape at run time."""
+    b = Builder(seed=11)
+    e, h, d = 16, 2, 8
+    b.node("Shape", ["x"], "xs")
+    b.node("Slice", ["xs", b.i64("s0", [0]), b.i64("s2", [2]), b.i64("s_ax", [0])], "bs")  # [B, S]
+    b.node("Concat", ["bs", b.i64("hd", [h, d])], "heads_shape", axis=0)  # [B, S, H, D]
+    b.node("Concat", ["bs", b.i64("e_dim", [e])], "merged_shape", axis=0)  # [B, S, E]
+    for name in ("q", "k", "v"):
+        b.node("MatMul", ["x", b.weight(f"w{name}", [e, e])], f"{name}0")
+        b.node("Add", [f"{name}0", b.weight(f"b{name}", [e], 0.1)], f"{name}1")
+        b.node("Reshape", [f"{name}1", "heads_shape"], f"{name}2")
+        b.node("Transpose", [f"{name}2"], f"{name}3", perm=[0, 2, 1, 3])  # [B, H, S, D]
+    b.node("Concat", ["past_key", "k3"], "present_key", axis=2)
+    b.node("Concat", ["past_value", "v3"], "present_value", axis=2)
+    b.node("Transpose", ["present_key"], "kt", perm=[0, 1, 3, 2])
+    b.node("MatMul", ["q3", "kt"], "scores0")
+    b.node("Mul", ["scores0", b.f32("scale", 1.0 / math.sqrt(d))], "scores1")
+    # Padding mask: (1 - mask) * -1e4 over (B, 1, 1, L).
+    b.node("Cast", ["attention_mask"], "maskf", to=F)
+    b.node("Sub", [b.f32("one", 1.0), "maskf"], "inv")
+    b.node("Mul", ["inv", b.f32("neg", -1e4)], "bias0")
+    b.node("Unsqueeze", ["bias0", b.i64("mask_axes", [1, 2])], "bias1")
+    b.node("Add", ["scores1", "bias1"], "scores")
+    b.node("Softmax", ["scores"], "probs", axis=-1)
+    b.node("MatMul", ["probs", "present_value"], "ctx0")
+    b.node("Transpose", ["ctx0"], "ctx1", perm=[0, 2, 1, 3])
+    b.node("Reshape", ["ctx1", "merged_shape"], "ctx")
+    b.node("MatMul", ["ctx", b.weight("wo", [e, e])], "o0")
+    b.node("Add", ["o0", b.weight("bo", [e], 0.1)], "y")
+    total = "past_sequence_length + sequence_length"
+    inputs = [vi("x", F, ["batch_size", "sequence_length", e]),
+              vi("past_key", F, ["batch_size", h, "past_sequence_length", d]),
+              vi("past_value", F, ["batch_size", h, "past_sequence_length", d]),
+              vi("attention_mask", I64, ["batch_size", total])]
+    outputs = [vi("y", F, ["batch_size", "sequence_length", e]),
+               vi("present_key", F, ["batch_size", h, total, d]),
+               vi("present_value", F, ["batch_size", h, total, d])]
+    return b.model("kv_cache_decoder", inputs, outputs, opset=13)
+
+
+def tied_embedding() -> onnx.ModelProto:
+    """A weight-tied decoder head: the embedding E is read by Gather(E, ids) and, transposed, by the
+    output MatMul. Folding the Transpose would write E twice."""
+    b = Builder(seed=12)
+    vocab, dim = 512, 64
+    b.node("Gather", [b.weight("embed", [vocab, dim], 0.1), "input_ids"], "h0", axis=0)
+    b.node("MatMul", ["h0", b.weight("w", [dim, dim])], "h1")
+    b.node("Add", ["h1", b.weight("bias", [dim], 0.1)], "h2")
+    b.node("Tanh", ["h2"], "h")
+    b.node("Transpose", ["embed"], "embed_t", perm=[1, 0])
+    b.node("MatMul", ["h", "embed_t"], "logits")
+    return b.model("tied_embedding", [vi("input_ids", I64, ["batch", "sequence"])], [vi("logits", F, ["batch", "sequence", vocab])],
+                   opset=13)
+
+
 def opaque_op() -> onnx.ModelProto:
     b = Builder(seed=7)
     b.node("MatMul", ["x", b.weight("w1", [8, 16])], "h0")
@@ -401,6 +471,9 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_rope": tiny_rope,
     "shape_chain": shape_chain,
     "dynamic_batch": dynamic_batch,
+    "dynamic_linear": dynamic_linear,
+    "kv_cache_decoder": kv_cache_decoder,
+    "tied_embedding": tied_embedding,
     "opaque_op": opaque_op,
     "ir10_matmul": ir10_matmul,
     "ir10_opset21": ir10_opset21,
@@ -519,6 +592,15 @@ def malformed_corpus() -> Dict[str, tuple]:
 # ------------------------------------------------------------------ checking
 
 
+def _dim_size(dim, sizes) -> int:
+    """2 for each symbol; an exporter's expression over symbols ("past + sequence") evaluated."""
+    if dim is None:
+        return 2
+    names = [t for t in dim.replace("+", " ").replace("-", " ").replace("*", " ").split() if not t.isdigit()]
+    env = {n: sizes.setdefault(n, 2) for n in names}
+    return int(eval(dim, {"__builtins__": {}}, env))  # a dim string of this fixture set, not user input
+
+
 def ort_smoke(model: onnx.ModelProto, name: str) -> str:
     """Run the model once in onnxruntime: fixtures must actually execute."""
     import onnxruntime as ort
@@ -528,9 +610,13 @@ def ort_smoke(model: onnx.ModelProto, name: str) -> str:
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {}
+    sizes = {}
     for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else 2 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(shape).astype(np.float16 if i.type == "tensor(float16)" else np.float32)
+        shape = [d if isinstance(d, int) else _dim_size(d, sizes) for d in i.shape]
+        if i.type == "tensor(int64)":
+            feeds[i.name] = np.ones(shape, dtype=np.int64)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float16 if i.type == "tensor(float16)" else np.float32)
     outs = sess.run(None, feeds)
     for o in outs:
         if not np.all(np.isfinite(o)):

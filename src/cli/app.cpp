@@ -62,6 +62,9 @@ int run(int argc, char** argv) {
   bench::register_cost_backends();
   CLI::App app{"rlflow: a graph-level optimiser for ONNX models"};
   app.require_subcommand(0, 1);
+  // Global flags (-v, -vv, -q, --version) work after the subcommand too: an option a subcommand
+  // does not know falls through to the app (subcommands inherit this setting).
+  app.fallthrough();
   GlobalOptions g;
   int verbosity = 0;
   bool quiet = false, version = false;
@@ -122,6 +125,9 @@ int run(int argc, char** argv) {
       ->check(kPositive)->capture_default_str();
   c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_opt->add_option("--fix", opt.fixed_dims,
+                    "Specialise a symbolic dim for good, e.g. batch=1 (repeatable): it is static in the output, the other "
+                    "symbols stay dynamic and are verified at other sizes");
   c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
   c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->check(kNonNegative)->capture_default_str();
   c_opt->add_option("--atol", opt.compare.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();

@@ -12,8 +12,32 @@ bool opaque_is_view(const ir::Node& n) {
          p.op_type == "Identity";
 }
 
+std::vector<bool> host_shape_nodes(const ir::Graph& g, const std::vector<bool>& constant) {
+  std::vector<bool> host(g.size(), false);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<ir::NodeId>(i));
+    if (n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || n.outputs.empty()) continue;
+    bool tiny_ints = true;
+    for (const auto& t : n.outputs)
+      tiny_ints = tiny_ints && (t.dtype == ir::DType::kInt64 || t.dtype == ir::DType::kInt32) && t.numel() <= kHostShapeElements;
+    if (!tiny_ints) continue;
+    if (n.kind == ir::OpKind::kOpaque) {
+      const auto& p = std::get<ir::OpaqueParams>(n.params);
+      if ((p.domain.empty() || p.domain == "ai.onnx") && (p.op_type == "Shape" || p.op_type == "Size")) {
+        host[i] = true;
+        continue;
+      }
+    }
+    bool from_shapes = !n.inputs.empty();
+    for (const auto& in : n.inputs) from_shapes = from_shapes && (constant[static_cast<size_t>(in.node)] || host[static_cast<size_t>(in.node)]);
+    host[i] = from_shapes;
+  }
+  return host;
+}
+
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price, const CostProgress& progress) {
   const auto constant = constant_nodes(g);
+  const auto host = host_shape_nodes(g, constant);
   const auto fused = model.runtime_fused(g, constant);
   std::vector<NodeCost> out;
   out.reserve(g.num_ops());
@@ -24,7 +48,10 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     const auto cls = ir::op_info(n.kind).cost;
     if (cls == ir::CostClass::kFree) continue;
     NodeCost c{id};
-    if (cls == ir::CostClass::kOpaque) {
+    if (host[i]) {
+      c.opaque = cls == ir::CostClass::kOpaque;
+      c.ms = 0.0;
+    } else if (cls == ir::CostClass::kOpaque) {
       c.opaque = true;
       c.ms = opaque_is_view(n) ? 0.0 : kOpaqueCostMs;
     } else if (constant[i]) {

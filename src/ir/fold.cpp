@@ -25,19 +25,48 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
   Graph out;
   out.meta() = g.meta();
   // constant_nodes(), extended to the opaque nodes this evaluator runs.
-  std::vector<bool> constant(g.size(), false);
-  for (size_t i = 0; i < g.size(); ++i) {
-    const auto& n = g.node(static_cast<NodeId>(i));
-    if (n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && !eval.can_evaluate(n))) continue;
-    bool all = true;
-    size_t in_bytes = 0, out_bytes = 0;
-    for (const auto& in : n.inputs) {
-      all = all && constant[static_cast<size_t>(in.node)];
-      in_bytes += static_cast<size_t>(g.type(in).numel()) * dtype_size(g.type(in).dtype);
+  std::vector<bool> constant(g.size(), false), kept(g.size(), false);
+  auto out_bytes_of = [&](const Node& n) {
+    size_t b = 0;
+    for (const auto& t : n.outputs) b += static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+    return b;
+  };
+  // A large weight read both by a node that stays and by a transform that would fold (a tied
+  // embedding: Gather(E, ids) and MatMul(x, Transpose(E))) keeps the transform as a node, so the
+  // weight is written once. Keeping one transform may leave another weight read by a node that
+  // stays, so this runs until nothing changes.
+  for (int round = 0; round < 8; ++round) {
+    for (size_t i = 0; i < g.size(); ++i) {
+      const auto& n = g.node(static_cast<NodeId>(i));
+      constant[i] = false;
+      if (kept[i] || n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && !eval.can_evaluate(n))) continue;
+      bool all = true;
+      size_t in_bytes = 0;
+      for (const auto& in : n.inputs) {
+        all = all && constant[static_cast<size_t>(in.node)];
+        in_bytes += static_cast<size_t>(g.type(in).numel()) * dtype_size(g.type(in).dtype);
+      }
+      if (n.kind == OpKind::kOpaque && out_bytes_of(n) > std::max(in_bytes, kMaxFoldGrowthBytes)) all = false;
+      constant[i] = all;
     }
-    for (const auto& t : n.outputs) out_bytes += static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
-    if (n.kind == OpKind::kOpaque && out_bytes > std::max(in_bytes, kMaxFoldGrowthBytes)) all = false;
-    constant[i] = all;
+    std::vector<bool> read_live(g.size(), false);
+    for (size_t i = 0; i < g.size(); ++i)
+      if (!constant[i])
+        for (const auto& in : g.node(static_cast<NodeId>(i)).inputs) read_live[static_cast<size_t>(in.node)] = true;
+    for (const auto& o : g.outputs()) read_live[static_cast<size_t>(o.value.node)] = true;
+    bool changed = false;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const auto& n = g.node(static_cast<NodeId>(i));
+      if (!constant[i] || n.kind == OpKind::kWeight || n.kind == OpKind::kConstant || out_bytes_of(n) < kNoDuplicateBytes) continue;
+      for (const auto& in : n.inputs) {
+        const auto& w = g.node(in.node);
+        if (w.kind == OpKind::kWeight && w.value && read_live[static_cast<size_t>(in.node)] && w.value->nbytes() >= kNoDuplicateBytes) {
+          kept[i] = changed = true;
+          break;
+        }
+      }
+    }
+    if (!changed) break;
   }
   // Folded outputs of multi-output nodes become one Weight node each.
   std::vector<std::vector<ValueRef>> remap(g.size());

@@ -21,8 +21,10 @@ Expected<std::vector<TensorType>> one(TensorType t) { return std::vector<TensorT
 // Output extent of a sliding window (conv, pool).
 int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pb, int64_t pe, int64_t dil, bool ceil_mode) {
   const int64_t span = in + pb + pe - dil * (k - 1) - 1;
-  if (span < 0) return 0;
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // With ceil_mode a window may overhang the whole (padded) input, as onnxruntime computes it
+  // (an EfficientNet pooler's 7x7 window over a smaller map): ceil of a negative span rounds up.
+  if (span < 0 && !ceil_mode) return 0;
+  int64_t out = (ceil_mode ? (span >= 0 ? (span + stride - 1) / stride : -((-span) / stride)) : span / stride) + 1;
   // ONNX: with ceil_mode the last window must start inside the (begin-padded) input.
   if (ceil_mode && (out - 1) * stride >= in + pb) --out;
   return out;

@@ -44,6 +44,9 @@ class Exporter {
   // With `bulk`, large weights become header-only initializers (name, type, dims, empty data) and
   // are listed in *bulk for the caller to stream; small ones stay inline.
   Exporter(const ir::Graph& g, onnx::ModelProto* m, BulkList* bulk = nullptr) : g_(g), m_(m), gp_(m->mutable_graph()), bulk_(bulk) {}
+  // The same graph at other bindings of a dynamic model's symbols, node for node: shape operands
+  // are then written so that they hold at every binding (see reshape_at_every_size).
+  void set_other_bindings(std::vector<ir::Graph> others) { others_ = std::move(others); }
   Status run();
 
  private:
@@ -86,6 +89,11 @@ class Exporter {
     return rms;
   }
   Status emit(NodeId id);
+  // A Reshape of a dynamic model whose target shape holds at every binding: an axis of the same
+  // size at every binding is written as that size, one that copies the input's axis as 0, one
+  // varying axis as -1, and any other varying axis is read at run time (Shape) from the first value
+  // that has that size at every binding. Refused when no such value exists.
+  Status reshape_at_every_size(const Node& n, NodeId id, std::vector<std::string> ins, const std::vector<std::string>& outs);
   void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n->add_attribute();
     a->set_name(name);
@@ -127,6 +135,7 @@ class Exporter {
   }
 
   const ir::Graph& g_;
+  std::vector<ir::Graph> others_;
   onnx::ModelProto* m_;
   onnx::GraphProto* gp_;
   BulkList* bulk_;
@@ -544,6 +553,8 @@ Status Exporter::emit(NodeId id) {
       // ONNX op, so these come from rewrites), write the shape relative to the input: 0 copies an
       // input dim, -1 takes what is left. Same result at these sizes; the second-size verification
       // decides whether it holds at others, and a candidate that does not is never written.
+      if (g_.meta().dynamic() && std::find(spec.begin(), spec.end(), 0) == spec.end() && !others_.empty())
+        return reshape_at_every_size(n, id, ins, outs);
       if (g_.meta().dynamic() && std::find(spec.begin(), spec.end(), 0) == spec.end()) {
         const auto& in = g_.type(n.inputs[0]).shape;
         int64_t left = -1;
@@ -647,8 +658,117 @@ Status Exporter::emit(NodeId id) {
   return Error::internal("no ONNX form for op " + std::string(ir::op_name(n.kind)));
 }
 
+Status Exporter::reshape_at_every_size(const Node& n, NodeId id, std::vector<std::string> ins, const std::vector<std::string>& outs) {
+  std::vector<const ir::Graph*> all{&g_};
+  for (const auto& o : others_) all.push_back(&o);
+  const size_t rank = n.outputs[0].shape.size();
+  auto out_dim = [&](const ir::Graph* g, size_t d) { return g->node(id).outputs[0].shape[d]; };
+  auto same_everywhere = [&](auto&& f) {
+    for (const auto* g : all)
+      if (!f(g)) return false;
+    return true;
+  };
+  // A value read at run time for an axis: the first graph input, then node output, with that size.
+  auto find_source = [&](size_t d) -> std::optional<std::pair<ValueRef, int64_t>> {
+    for (int pass = 0; pass < 2; ++pass)
+      for (NodeId i = 0; i < id; ++i) {
+        const Node& c = g_.node(i);
+        if ((pass == 0) != (c.kind == OpKind::kInput) || c.kind == OpKind::kWeight || c.kind == OpKind::kConstant) continue;
+        for (int32_t k = 0; k < static_cast<int32_t>(c.outputs.size()); ++k)
+          for (int64_t a = 0; a < c.outputs[static_cast<size_t>(k)].rank(); ++a)
+            if (same_everywhere([&](const ir::Graph* g) {
+                  return g->type({i, k}).shape[static_cast<size_t>(a)] == out_dim(g, d);
+                }))
+              return std::pair{ValueRef{i, k}, a};
+      }
+    return std::nullopt;
+  };
+  std::vector<int64_t> spec(rank);
+  std::vector<std::optional<std::pair<ValueRef, int64_t>>> source(rank);
+  std::vector<size_t> varying, unsourced;
+  for (size_t d = 0; d < rank; ++d) {
+    spec[d] = out_dim(&g_, d);
+    if (same_everywhere([&](const ir::Graph* g) { return out_dim(g, d) == spec[d]; })) continue;
+    if (same_everywhere([&](const ir::Graph* g) {
+          const auto& in = g->type(g->node(id).inputs[0]).shape;
+          return d < in.size() && in[d] == out_dim(g, d);
+        })) {
+      spec[d] = 0;
+      continue;
+    }
+    varying.push_back(d);
+    source[d] = find_source(d);
+    if (!source[d]) unsourced.push_back(d);
+  }
+  if (unsourced.size() > 1)
+    return Error::unsupported("Reshape '" + n.name + "' (" + outs[0] + "): axes " + std::to_string(unsourced[0]) + " and " +
+                              std::to_string(unsourced[1]) + " of its result vary with the input sizes and no earlier value has their sizes");
+  if (!varying.empty()) {
+    const size_t infer = unsourced.empty() ? varying.front() : unsourced.front();
+    spec[infer] = -1;
+    source[infer].reset();
+  }
+  const bool runtime = std::any_of(source.begin(), source.end(), [](const auto& x) { return x.has_value(); });
+  if (!runtime) {
+    ins.push_back(ints_initializer(spec, outs[0] + "_shape"));
+    add_node("Reshape", n, ins, outs);
+    return {};
+  }
+  // Concat of literal runs and run-time extents.
+  std::vector<std::string> pieces;
+  std::vector<int64_t> run;
+  const Node anon;
+  auto flush = [&] {
+    if (run.empty()) return;
+    pieces.push_back(ints_initializer(run, outs[0] + "_dims"));
+    run.clear();
+  };
+  for (size_t d = 0; d < rank; ++d) {
+    if (!source[d]) {
+      run.push_back(spec[d]);
+      continue;
+    }
+    flush();
+    const auto [v, axis] = *source[d];
+    const std::string piece = fresh(outs[0] + "_dim" + std::to_string(d));
+    if (opset_ >= 15) {
+      auto* sh = add_node("Shape", anon, {name_of(v)}, {piece});
+      set_int(sh, "start", axis);
+      set_int(sh, "end", axis + 1);
+    } else {
+      const std::string whole = fresh(outs[0] + "_of" + std::to_string(d));
+      add_node("Shape", anon, {name_of(v)}, {whole});
+      set_int(add_node("Gather", anon, {whole, ints_initializer({axis}, outs[0] + "_axis" + std::to_string(d))}, {piece}), "axis", 0);
+    }
+    pieces.push_back(piece);
+  }
+  flush();
+  const std::string shape = fresh(outs[0] + "_shape");
+  set_int(add_node("Concat", anon, pieces, {shape}), "axis", 0);
+  ins.push_back(shape);
+  add_node("Reshape", n, ins, outs);
+  return {};
+}
+
 Status Exporter::run() {
   const auto& meta = g_.meta();
+  // Other bindings help only node for node; a graph that differs at them is written as before,
+  // at its representative sizes (and size_dependent_constants then names what differs).
+  auto same_structure = [&](const ir::Graph& o) {
+    if (o.size() != g_.size()) return false;
+    for (size_t i = 0; i < g_.size(); ++i) {
+      const auto& a = g_.node(static_cast<NodeId>(i));
+      const auto& b = o.node(static_cast<NodeId>(i));
+      if (a.kind != b.kind || a.inputs != b.inputs || a.outputs.size() != b.outputs.size()) return false;
+      for (size_t k = 0; k < a.outputs.size(); ++k)
+        if (a.outputs[k].rank() != b.outputs[k].rank()) return false;
+    }
+    return true;
+  };
+  if (!std::all_of(others_.begin(), others_.end(), same_structure)) {
+    spdlog::debug("export: the graph differs at other bindings; shape operands are written at its own sizes");
+    others_.clear();
+  }
   opset_ = meta.opset("");
   // The input's IR version, but at least 4: IR <= 3 requires every initializer to be a graph input
   // too, which the exporter does not write (so every IR 3 model failed the checker).
@@ -720,6 +840,21 @@ Status build_model(const ir::Graph& graph, const ExportOptions& opts, onnx::Mode
     g = ir::remove_dead_nodes(std::move(g));
   }
   Exporter ex(g, m, bulk);
+  if (g.meta().dynamic() && !opts.bindings.empty()) {
+    std::vector<ir::Graph> others;
+    for (const auto* b : opts.bindings) {
+      ir::Graph o = *b;
+      if (opts.evaluator) {
+        auto folded = ir::fold_constants(o, *opts.evaluator);
+        if (!folded) return folded.error();
+        o = std::move(*folded);
+      } else {
+        o = ir::remove_dead_nodes(std::move(o));
+      }
+      others.push_back(std::move(o));
+    }
+    ex.set_other_bindings(std::move(others));
+  }
   RLFLOW_TRY_STATUS(ex.run());
   if (opts.check) RLFLOW_TRY_STATUS(check_model(*m));
   return {};
@@ -787,6 +922,48 @@ bool write_streamed(int fd, onnx::ModelProto& m, const BulkList& bulk) {
 }
 
 }  // namespace
+
+Expected<std::vector<std::string>> size_dependent_constants(const ir::Graph& g, const ir::Graph& at_other, const ExportOptions& opts) {
+  ExportOptions oa = opts, ob = opts;
+  oa.check = ob.check = false;
+  oa.bindings.insert(oa.bindings.begin(), &at_other);
+  ob.bindings.insert(ob.bindings.begin(), &g);
+  onnx::ModelProto ma, mb;
+  BulkList bulk_a, bulk_b;
+  RLFLOW_TRY_STATUS(build_model(g, oa, &ma, &bulk_a));
+  RLFLOW_TRY_STATUS(build_model(at_other, ob, &mb, &bulk_b));
+  const auto& ga = ma.graph();
+  const auto& gb = mb.graph();
+  std::vector<std::string> out;
+  if (ga.node_size() != gb.node_size() || ga.initializer_size() != gb.initializer_size()) {
+    out.push_back("the graph is written with " + std::to_string(ga.node_size()) + " nodes at one binding and " +
+                  std::to_string(gb.node_size()) + " at the other");
+    return out;
+  }
+  std::unordered_map<std::string, std::string> init_b;
+  for (const auto& t : gb.initializer()) init_b[t.name()] = t.SerializeAsString();
+  std::unordered_set<std::string> differs;
+  for (const auto& t : ga.initializer()) {
+    auto it = init_b.find(t.name());
+    if (it == init_b.end() || it->second != t.SerializeAsString()) differs.insert(t.name());
+  }
+  for (int i = 0; i < ga.node_size(); ++i) {
+    const auto& a = ga.node(i);
+    const auto& b = gb.node(i);
+    std::string why;
+    if (a.op_type() != b.op_type() || a.input_size() != b.input_size()) {
+      why = "is written differently";
+    } else {
+      for (int k = 0; k < a.attribute_size() && why.empty(); ++k)
+        if (k >= b.attribute_size() || a.attribute(k).SerializeAsString() != b.attribute(k).SerializeAsString())
+          why = "has attribute " + a.attribute(k).name() + " that depends on the sizes";
+      for (int k = 0; k < a.input_size() && why.empty(); ++k)
+        if (a.input(k) != b.input(k) || differs.count(a.input(k))) why = "reads " + a.input(k) + ", a constant that depends on the sizes";
+    }
+    if (!why.empty()) out.push_back(a.op_type() + " '" + a.name() + "' " + why);
+  }
+  return out;
+}
 
 Expected<ExportedModel> export_model(const ir::Graph& g, const ExportOptions& opts, const std::string& path_hint) {
   onnx::ModelProto m;
@@ -876,7 +1053,9 @@ bool same_formals(const std::vector<onnx::OpSchema::FormalParameter>& a, const s
 // Attributes a newer version added whose default keeps every older node's meaning: Cast's saturate
 // (19) acts only on float8 targets, which older versions did not allow.
 bool added_attribute_keeps_meaning(const std::string& op, const std::string& attr) {
-  return (op == "Cast" || op == "CastLike") && attr == "saturate";
+  // Cast's saturate only concerns float8 targets; Shape's start and end (15), when absent, take
+  // the whole shape, as before.
+  return ((op == "Cast" || op == "CastLike") && attr == "saturate") || (op == "Shape" && (attr == "start" || attr == "end"));
 }
 
 // Whether schema `b`, a newer version of `a`'s op, runs every node `a` describes the same way, as

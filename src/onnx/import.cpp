@@ -16,6 +16,7 @@
 
 #include "fold.h"
 #include "proto_io.h"
+#include "rlflow/ir/dim_expr.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/onnx/model_io.h"
 
@@ -118,6 +119,20 @@ class Importer {
   std::unordered_map<std::string, std::vector<bool>> varying_axes_;
   std::unordered_map<std::string, TensorPtr> shadow_out_;  // shadow values of the node being converted
   bool dynamic() const { return !symbolic_.empty(); }
+  // Whether node n reads an initializer of at least ir::kNoDuplicateBytes that another node reads too.
+  bool reads_shared_initializer(const onnx::NodeProto& n) {
+    if (readers_.empty())
+      for (const auto& m : model_.graph().node())
+        for (const auto& in : m.input()) ++readers_[in];
+    for (const auto& in : n.input()) {
+      auto it = values_.find(in);
+      if (it == values_.end() || !it->second.constant || it->second.constant->nbytes() < ir::kNoDuplicateBytes) continue;
+      auto r = readers_.find(in);
+      if (r != readers_.end() && r->second > 1) return true;
+    }
+    return false;
+  }
+  std::unordered_map<std::string, int> readers_;
   void infer_varying_axes();
   onnx::ModelProto inference_copy(bool static_inputs) const;
   bool varies(const std::string& tensor, int64_t from, int64_t to) const;
@@ -218,17 +233,42 @@ Status Importer::read_inputs() {
           shape.push_back(d.dim_value());
           continue;
         }
+        if (auto f = opts_.fixed_dims.find(d.dim_param()); !d.dim_param().empty() && f != opts_.fixed_dims.end()) {
+          shape.push_back(f->second);
+          continue;
+        }
         // A symbolic dimension: one representative size per name, shared by every input using it.
         const int64_t axis = static_cast<int64_t>(shape.size());
         const std::string key = d.dim_param().empty() ? vi.name() + ":" + std::to_string(axis) : d.dim_param();
-        auto given = opts_.dim_values.find(key);
-        auto chosen = dim_sizes_.find(key);
-        const int64_t size = given != opts_.dim_values.end() ? given->second
-                             : chosen != dim_sizes_.end()   ? chosen->second
-                             : axis == 0                    ? 1
-                                                            : kDefaultDynamicSize;
+        auto size_of = [&](const std::string& name, bool leading) -> int64_t {
+          if (auto f = opts_.fixed_dims.find(name); f != opts_.fixed_dims.end()) return f->second;
+          auto given = opts_.dim_values.find(name);
+          auto chosen = dim_sizes_.find(name);
+          const int64_t size = given != opts_.dim_values.end() ? given->second
+                               : chosen != dim_sizes_.end()   ? chosen->second
+                               : ir::symbol_role(name) == ir::SymbolRole::kBatch || (leading && ir::symbol_role(name) != ir::SymbolRole::kPast)
+                                   ? 1
+                                   : kDefaultDynamicSize;
+          dim_sizes_[name] = size;
+          return size;
+        };
+        // An exporter's expression over names (a KV-cache mask's "past_sequence_length +
+        // sequence_length") is evaluated from its names' sizes, so every input agrees with the others.
+        auto expr = d.dim_param().empty() ? Expected<ir::DimExpr>(Error::bad_input("unnamed")) : ir::DimExpr::parse(d.dim_param());
+        int64_t size = 0;
+        if (expr && !expr->is_symbol() && !expr->symbols().empty() && !opts_.dim_values.count(key)) {
+          std::map<std::string, int64_t> binding;
+          for (const auto& name : expr->symbols()) binding[name] = size_of(name, false);
+          auto v = expr->eval(binding);
+          if (!v) return bad(v.error().message);
+          size = *v;
+          if (size <= 0)
+            return Error{ErrorCode::kUsage, "dimension '" + key + "' of graph input '" + vi.name() + "' is " + std::to_string(size) +
+                                                " at these sizes; give its names other sizes with --input-shape"};
+        } else {
+          size = size_of(key, axis == 0);
+        }
         if (size <= 0) return Error{ErrorCode::kUsage, "size " + std::to_string(size) + " for dimension '" + key + "'"};
-        dim_sizes_[key] = size;
         shape.push_back(size);
       }
     }
@@ -238,11 +278,15 @@ Status Importer::read_inputs() {
       bool any = false;
       for (int a = 0; a < tt.shape().dim_size(); ++a) {
         const auto& d = tt.shape().dim(a);
-        const bool symbolic = !d.has_dim_value();
+        const bool symbolic = !d.has_dim_value() && !(!d.dim_param().empty() && opts_.fixed_dims.count(d.dim_param()));
         any = any || symbolic;
         sym.push_back(!symbolic ? std::string() : d.dim_param().empty() ? std::string("?") : d.dim_param());
-        if (symbolic && override_shape && a < static_cast<int>(override_shape->size()))
-          dim_sizes_[d.dim_param().empty() ? vi.name() + ":" + std::to_string(a) : d.dim_param()] = (*override_shape)[static_cast<size_t>(a)];
+        if (symbolic && override_shape && a < static_cast<int>(override_shape->size())) {
+          const std::string key = d.dim_param().empty() ? vi.name() + ":" + std::to_string(a) : d.dim_param();
+          auto expr = d.dim_param().empty() ? Expected<ir::DimExpr>(Error::bad_input("unnamed")) : ir::DimExpr::parse(key);
+          // A size given for an expression's input fixes its names only where it is one name.
+          if (!expr || expr->is_symbol() || expr->symbols().empty()) dim_sizes_[key] = (*override_shape)[static_cast<size_t>(a)];
+        }
       }
       if (any) symbolic_[vi.name()] = std::move(sym);
     }
@@ -528,8 +572,12 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
     if (to < 0) to += r;
     fold = !varies(n.input(0), from, to);
   }
+  // A transform of a large initializer that another node also reads (a tied embedding's
+  // Transpose) is not folded here: that would hold and write the weight twice. ir::fold_constants
+  // then folds it only where nothing else reads the weight.
+  const bool duplicates = std_domain && op != "Shape" && op != "Size" && reads_shared_initializer(n);
   // Resolve constants first: shape chains and weight-only ONNX ops fold here.
-  if (std_domain && fold) {
+  if (std_domain && fold && !duplicates) {
     std::vector<TensorPtr> cins;
     std::vector<std::optional<TensorType>> types;
     for (int k = 0; k < n.input_size(); ++k) {
@@ -549,7 +597,7 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   }
   // Every other all-constant node folds through the reference executor, so constant chains of any
   // op it runs (a causal mask built by Trilu, Where and Expand) become values later nodes can read.
-  if (std_domain && opts_.evaluator) {
+  if (std_domain && opts_.evaluator && !duplicates) {
     auto folded = fold_through_evaluator(n);
     if (!folded) return folded.error();
     if (*folded) return {};
@@ -1286,7 +1334,9 @@ Expected<ir::Graph> Importer::run() {
       if (o.type().tensor_type().has_shape() && o.type().tensor_type().shape().dim_size() == rank)
         for (int a = 0; a < rank; ++a) {
           const auto& d = o.type().tensor_type().shape().dim(a);
-          sym[static_cast<size_t>(a)] = d.has_dim_value() ? std::string() : d.dim_param().empty() ? std::string("?") : d.dim_param();
+          sym[static_cast<size_t>(a)] = d.has_dim_value() || opts_.fixed_dims.count(d.dim_param()) ? std::string()
+                                        : d.dim_param().empty()                                ? std::string("?")
+                                                                                               : d.dim_param();
         }
       if (std::any_of(sym.begin(), sym.end(), [](const std::string& x) { return !x.empty(); })) symbolic_[o.name()] = sym;
     }

@@ -16,28 +16,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string dims_str(const std::map<std::string, int64_t>& dims) {
-  std::string s;
-  for (const auto& [name, size] : dims) s += (s.empty() ? "" : " ") + name + "=" + std::to_string(size);
-  return s;
-}
-
 // Returned from a write's check when the candidate is refused: the write is abandoned and the
 // verdict says why.
 Error refused() { return Error::internal("candidate refused"); }
 
 }  // namespace
 
-Judge::Judge(const OptimiseOptions& o, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
+Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
              cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report)
-    : o_(o), ex_(ex), original_(original), dynamic_dims_(std::move(dynamic_dims)), cost_kind_(std::move(cost_kind)),
+    : o_(o), ex_(ex), original_(original), dynamic_dims_(std::move(dynamic_dims)), fixed_dims_(std::move(fixed_dims)),
+      cost_kind_(std::move(cost_kind)),
       before_ms_(before_ms), written_ms_(before_ms), measurer_(measurer), report_(report) {
   // A prediction describes the file actually written: each file is re-imported and priced by the
   // search's cost model.
   if (model) memo_.emplace(*model);
-  // A model with symbolic dims was specialised to representative sizes; verification also runs at
-  // a second set (each size halved, a size of 1 doubled), and the written file keeps the dims.
-  for (const auto& [dim, size] : dynamic_dims_) second_sizes_[dim] = size == 1 ? 2 : std::max<int64_t>(1, size / 2);
+  // A model with symbolic dims was specialised to representative sizes; the candidate is made
+  // again, written and verified at bindings that cannot coincide with them (all ones, odd primes,
+  // a decode step), and the written file keeps the dims.
+  bindings_ = ir::verification_bindings(dynamic_dims_);
+  inputs_at_.resize(bindings_.size());
+  input_fails_at_.resize(bindings_.size());
+  tried_at_.assign(bindings_.size(), false);
   report_.verification.enabled = o.verify;
   report_.verification.seed = o.seed;
 }
@@ -46,6 +45,7 @@ Expected<ir::Graph> Judge::import_written(const std::string& tmp_path) const {
   onnxio::ImportOptions io;
   io.evaluator = &ex_;
   io.dim_values = dynamic_dims_;    // the sizes the input was optimised at
+  io.fixed_dims = fixed_dims_;
   io.share_weights_with = &original_;  // equal weights are held once
   auto written = onnxio::import_model_file(tmp_path, io);
   if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
@@ -82,34 +82,101 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
     why = "verification failed: " + cmp->message + "; nothing was written";
     return Verdict::kVerificationFailed;
   }
-  if (second_sizes_.empty()) return Verdict::kWritten;
-  // A dynamic model is checked again at other sizes: a rewrite that baked in a size fails here.
-  const auto tv2 = std::chrono::steady_clock::now();
-  onnxio::ImportOptions io2;
-  io2.evaluator = &ex_;
-  io2.dim_values = second_sizes_;
-  auto orig2 = onnxio::import_model_file(o_.model, io2);
-  auto written2 = onnxio::import_model_file(tmp_path, io2);
-  Expected<exec::Comparison> cmp2 = Error::internal("not compared");
-  if (orig2 && written2) cmp2 = exec::compare_graphs(*orig2, *written2, co);
-  t_verify_ += seconds_since(tv2);
-  const std::string at = " at the second sizes (" + dims_str(second_sizes_) + ")";
-  if (!orig2) return Error::internal("re-importing the input" + at + " failed: " + orig2.error().message);
-  why = !written2  ? "the result does not run" + at + ": " + written2.error().message
-        : !cmp2    ? "cannot verify the result" + at + ": " + cmp2.error().message
-        : !cmp2->ok ? "verification failed" + at + ": " + cmp2->message
-                    : std::string();
-  if (!why.empty()) {
-    // The input graph itself must hold at every size; a rewrite that holds only at the sizes it
-    // was found at is not written, and the next candidate is tried.
-    if (is_input) {
-      why += "; nothing was written";
-      return Verdict::kVerificationFailed;
+  report_.verification.bindings.clear();
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    auto in = input_at(k);
+    if (!in) return in.error();
+    VerificationReport::Binding entry{bindings_[k].label, bindings_[k].sizes, false, 0, input_fails_at_[k]};
+    if (!*in) {
+      report_.verification.bindings.push_back(std::move(entry));
+      continue;
     }
+    // A dynamic model is checked again at each binding: a rewrite that baked in a size fails here.
+    const auto tv2 = std::chrono::steady_clock::now();
+    onnxio::ImportOptions io2;
+    io2.evaluator = &ex_;
+    io2.dim_values = bindings_[k].sizes;
+    io2.fixed_dims = fixed_dims_;
+    io2.share_weights_with = &original_;
+    auto written2 = onnxio::import_model_file(tmp_path, io2);
+    Expected<exec::Comparison> cmp2 = Error::internal("not compared");
+    if (written2) cmp2 = exec::compare_graphs(**in, *written2, co);
+    t_verify_ += seconds_since(tv2);
+    const std::string at = " at " + bindings_[k].str();
+    why = !written2  ? "the result does not run" + at + ": " + written2.error().message
+          : !cmp2    ? "cannot verify the result" + at + ": " + cmp2.error().message
+          : !cmp2->ok ? "verification failed" + at + ": " + cmp2->message
+                      : std::string();
+    if (!why.empty()) {
+      // The input graph itself must hold at every size; a rewrite that holds only at the sizes it
+      // was found at is not written, and the next candidate is tried.
+      if (is_input) {
+        why += "; nothing was written";
+        return Verdict::kVerificationFailed;
+      }
+      return Verdict::kSizeSpecific;
+    }
+    entry.checked = true;
+    entry.max_abs_diff = cmp2->max_abs_diff;
+    report_.verification.bindings.push_back(std::move(entry));
+  }
+  return Verdict::kWritten;
+}
+
+Expected<const ir::Graph*> Judge::input_at(size_t k) {
+  if (!tried_at_[k]) {
+    tried_at_[k] = true;
+    onnxio::ImportOptions io;
+    io.evaluator = &ex_;
+    io.dim_values = bindings_[k].sizes;
+    io.fixed_dims = fixed_dims_;
+    io.share_weights_with = &original_;
+    auto g = onnxio::import_model_file(o_.model, io);
+    if (g && o_.opset > 0) {
+      if (auto st = onnxio::set_output_opset(&*g, o_.opset); !st.ok()) g = st.error();
+    }
+    // The input itself may not run at every binding (a conv stack longer than one token, a
+    // position table shorter than the primes): that binding is then not checked, and said so.
+    if (!g) {
+      input_fails_at_[k] = "the input does not import at these sizes: " + g.error().message;
+      spdlog::warn("not verifying at {}: {}", bindings_[k].str(), input_fails_at_[k]);
+    } else {
+      inputs_at_[k] = std::move(*g);
+    }
+  }
+  return inputs_at_[k] ? &*inputs_at_[k] : nullptr;
+}
+
+Expected<Verdict> Judge::at_every_binding(const Candidate& c, std::vector<ir::Graph>& made, std::string& why) {
+  made.clear();
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    auto in = input_at(k);
+    if (!in) return in.error();
+    if (!*in) continue;
+    auto g = c.rebuild ? c.rebuild(**in) : Expected<ir::Graph>(**in);
+    if (!g) {
+      why = "the rewrites do not hold at " + bindings_[k].str() + ": " + g.error().message;
+      return Verdict::kSizeSpecific;
+    }
+    made.push_back(std::move(*g));
+  }
+  // No constant written may depend on the sizes: the candidate is written at the representative
+  // binding and at another, and every shape operand must come out the same.
+  if (made.empty()) return Verdict::kWritten;
+  onnxio::ExportOptions eo;
+  eo.evaluator = &ex_;
+  for (size_t k = 1; k < made.size(); ++k) eo.bindings.push_back(&made[k]);
+  auto diff = onnxio::size_dependent_constants(c.graph, made[0], eo);
+  if (!diff) {
+    if (diff.error().code != ErrorCode::kUnsupported) return diff.error();
+    why = "it cannot be written for every size: " + diff.error().message;
     return Verdict::kSizeSpecific;
   }
-  v.second_sizes = second_sizes_;
-  v.second_max_abs_diff = cmp2->max_abs_diff;
+  if (!diff->empty()) {
+    why = "it writes constants that hold only at the sizes it was optimised at: " + diff->front() +
+          (diff->size() > 1 ? " (and " + std::to_string(diff->size() - 1) + " more)" : "");
+    return Verdict::kSizeSpecific;
+  }
   return Verdict::kWritten;
 }
 
@@ -174,6 +241,18 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
   };
   onnxio::ExportOptions eo;
   eo.evaluator = &ex_;
+  std::vector<ir::Graph> made;
+  if (!bindings_.empty()) {
+    auto v = at_every_binding(c, made, entry.why);
+    if (!v) return v.error();
+    if (*v != Verdict::kWritten) {
+      entry.verdict = *v;
+      spdlog::info("{}: {}", c.label, entry.why);
+      report_.candidates.push_back(entry);
+      return *v;
+    }
+    for (const auto& g : made) eo.bindings.push_back(&g);
+  }
   auto st = onnxio::write_model_file(c.graph, o_.output, eo, o_.model, check);
   if (st.ok() || verdict != Verdict::kWritten) {
     entry.verdict = verdict;
@@ -186,7 +265,12 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
 Status Judge::write_input() {
   onnxio::ExportOptions eo;
   eo.evaluator = &ex_;
-  return onnxio::write_model_file(original_, o_.output, eo, o_.model, [&](const std::string& tmp) -> Status {
+  for (size_t k = 0; k < bindings_.size(); ++k) {
+    auto in = input_at(k);
+    if (!in) return in.error();
+    if (*in) eo.bindings.push_back(*in);
+  }
+  auto check = [&](const std::string& tmp) -> Status {
     auto w = import_written(tmp);
     if (!w) return w.error();
     if (o_.verify) {
@@ -197,7 +281,14 @@ Status Judge::write_input() {
       if (*v != Verdict::kWritten) return Error{ErrorCode::kVerificationFailed, why};
     }
     return price(*w);
-  });
+  };
+  auto st = onnxio::write_model_file(original_, o_.output, eo, o_.model, check);
+  // A shape operand that cannot be written for every size is written at its own, as imported.
+  if (!st.ok() && st.error().code == ErrorCode::kUnsupported && !eo.bindings.empty()) {
+    eo.bindings.clear();
+    st = onnxio::write_model_file(original_, o_.output, eo, o_.model, check);
+  }
+  return st;
 }
 
 }  // namespace rlflow::pipeline

@@ -2,6 +2,7 @@
 // Internal to the pipeline: the checks each candidate meets before it may be the output. The file
 // is written to a temporary path, re-imported, verified against the input, priced as written and
 // measured; the bytes that pass are the bytes that land.
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,15 +11,21 @@
 #include "rlflow/bench/runner.h"
 #include "rlflow/cost/memo.h"
 #include "rlflow/exec/executor.h"
+#include "rlflow/ir/dim_expr.h"
 #include "rlflow/pipeline/optimise.h"
 
 namespace rlflow::pipeline {
+
+// How a candidate is made from the input graph, so that it can be made again from the input
+// imported at other sizes: the composites fused, the same rewrites replayed, folded.
+using Rebuild = std::function<Expected<ir::Graph>(const ir::Graph& input_at_binding)>;
 
 struct Candidate {
   std::string label;
   size_t steps = 0;  // rewrites applied from the input
   double predicted_ms = 0;
   ir::Graph graph;
+  Rebuild rebuild;  // empty: the input graph itself
 };
 
 // A runner with the input graph loaded as the baseline.
@@ -31,7 +38,7 @@ class Judge {
  public:
   // `model` (may be null: nothing is priced) is the search's cost model, `before_ms` the input's
   // cost under it; `measurer` may be null (not measured). Results go into `report`.
-  Judge(const OptimiseOptions& o, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
+  Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
         cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report);
 
   // Writes the candidate if it passes every check; appends its CandidateReport either way. An error
@@ -46,6 +53,12 @@ class Judge {
 
  private:
   Expected<ir::Graph> import_written(const std::string& tmp_path) const;
+  // The input imported at binding k (null where it does not import there: that binding is not
+  // checked, and the report says why).
+  Expected<const ir::Graph*> input_at(size_t k);
+  // The candidate made again at every binding the input imports at (kWritten), or the verdict and
+  // `why` when it cannot be made there or writes a constant that depends on the sizes.
+  Expected<Verdict> at_every_binding(const Candidate& c, std::vector<ir::Graph>& made, std::string& why);
   // kWritten: passed. Another verdict: `why` says what failed.
   Expected<Verdict> verify(const std::string& tmp_path, const ir::Graph& written, bool is_input, std::string& why);
   Status price(const ir::Graph& written);
@@ -54,7 +67,11 @@ class Judge {
   const OptimiseOptions& o_;
   const exec::Executor& ex_;
   const ir::Graph& original_;
-  std::map<std::string, int64_t> dynamic_dims_, second_sizes_;
+  std::map<std::string, int64_t> dynamic_dims_, fixed_dims_;
+  std::vector<ir::Binding> bindings_;  // besides the representative one
+  std::vector<std::optional<ir::Graph>> inputs_at_;
+  std::vector<std::string> input_fails_at_;  // why the input does not import at a binding ("" where it does)
+  std::vector<bool> tried_at_;
   std::optional<cost::MemoCost> memo_;
   std::string cost_kind_;
   double before_ms_ = 0, written_ms_ = 0;

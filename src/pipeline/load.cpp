@@ -67,12 +67,27 @@ Status check_memory(const ir::Graph& g, int64_t limit_mb) {
   return Error::bad_input(msg + " (--memory-limit raises it where the command has one; --input-shape chooses smaller sizes)");
 }
 
+Expected<std::map<std::string, int64_t>> parse_fixed_dims(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> out;
+  for (const auto& spec : specs) {
+    const auto eq = spec.rfind('=');
+    int64_t v = 0;
+    const char* first = spec.c_str() + (eq == std::string::npos ? 0 : eq + 1);
+    auto [p, ec] = std::from_chars(first, spec.c_str() + spec.size(), v);
+    if (eq == std::string::npos || eq == 0 || ec != std::errc() || p != spec.c_str() + spec.size() || v <= 0)
+      return Error{ErrorCode::kUsage, "--fix '" + spec + "': expected NAME=SIZE with a positive size (e.g. batch=1)"};
+    if (!out.emplace(spec.substr(0, eq), v).second) return Error{ErrorCode::kUsage, "--fix '" + spec + "': that name is given twice"};
+  }
+  return out;
+}
+
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats, int64_t memory_limit_mb) {
+                               onnxio::ImportStats* stats, int64_t memory_limit_mb, const std::map<std::string, int64_t>& fixed_dims) {
   auto parsed = parse_input_shapes(shapes);
   if (!parsed) return parsed.error();
   onnxio::ImportOptions io;
   io.input_shapes = *parsed;
+  io.fixed_dims = fixed_dims;
   io.evaluator = &ex;
   auto g = onnxio::import_model_file(path, io, stats);
   if (!g) return g;

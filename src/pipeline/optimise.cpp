@@ -243,8 +243,11 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   // import
   exec::Executor ex;
   onnxio::ImportStats stats;
-  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb);
+  auto fixed = parse_fixed_dims(o.fixed_dims);
+  if (!fixed) return fixed.error();
+  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb, *fixed);
   if (!original) return original.error();
+  report.fixed_dims = *fixed;
   report.time.import = seconds_since(t0);
   report.dynamic_dims = stats.dynamic_dims;
   report.input_opset = original->meta().opset("");
@@ -295,6 +298,18 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
         cands.insert(at, {kNoAttention, 0, *c, std::move(g)});
       }
     }
+    // Each candidate can be made again from the input imported at other sizes, the same way.
+    const bool fused = o.search != "none" && o.composites;
+    for (auto& c : cands) {
+      const int mode = c.label == kNoAttention ? 2 : fused ? 1 : 0;
+      std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(c.label == kNoAttention ? 0 : c.steps));
+      c.rebuild = [mode, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
+        ir::Graph g = mode == 0 ? in : ir::recognise_composites(in, nullptr, std::nullopt, mode == 1);
+        auto replayed = search::replay(g, *rules, steps);
+        if (!replayed) return replayed.error().code == ErrorCode::kInternal ? Error::bad_input(replayed.error().message) : replayed.error();
+        return ir::fold_constants(*replayed, ex);
+      };
+    }
     // Weight-only subgraphs the rewrites created (concatenated or enlarged kernels) fold now, so
     // the summary describes the model as written.
     for (auto& c : cands) {
@@ -335,7 +350,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   }
   report.measured = measurer.has_value();
   const auto tw = std::chrono::steady_clock::now();
-  Judge judge(o, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
+  Judge judge(o, *fixed, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
               measurer ? &*measurer : nullptr, report);
   std::string failed_verification;  // the last candidate's failure, when every one failed
   for (const auto& c : cands) {

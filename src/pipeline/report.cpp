@@ -42,9 +42,14 @@ json verification_json(const VerificationReport& v) {
   j["rtol"] = v.rtol;
   if (v.widened) j["tolerance_note"] = "widened for half-precision outputs";
   j["seed"] = v.seed;
-  if (!v.second_sizes.empty()) {
-    j["second_sizes"] = v.second_sizes;
-    j["second_max_abs_diff"] = v.second_max_abs_diff;
+  if (!v.bindings.empty()) {
+    j["bindings"] = json::array();
+    for (const auto& b : v.bindings) {
+      json e{{"label", b.label}, {"sizes", b.sizes}, {"checked", b.checked}};
+      if (b.checked) e["max_abs_diff"] = b.max_abs_diff;
+      if (!b.note.empty()) e["note"] = b.note;
+      j["bindings"].push_back(std::move(e));
+    }
   }
   return j;
 }
@@ -113,6 +118,7 @@ json OptimiseReport::to_json() const {
                      {"measure", time.measure}, {"total", time.total}}},
          {"opset", {{"input", input_opset}, {"output", output_opset}}}};
   if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
+  if (!fixed_dims.empty()) j["fixed_dims"] = fixed_dims;
   if (auto m = measured_json(*this); !m.is_null()) j["measured"] = m;
   else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost->model}, {"known_error", cost->known_error}};
   if (!kept_input.empty()) j["kept_input"] = kept_input;
@@ -121,9 +127,13 @@ json OptimiseReport::to_json() const {
 
 void OptimiseReport::print(std::FILE* out) const {
   std::fprintf(out, "rlflow optimise %s -> %s  (search: %s, target: %s)\n", model.c_str(), output.c_str(), search.c_str(), target.c_str());
-  if (!dynamic_dims.empty())
-    std::fprintf(out, "dynamic dims kept in the output; optimised at %s%s\n", dims_str(dynamic_dims).c_str(),
-                 verification.second_sizes.empty() ? "" : (", verified also at " + dims_str(verification.second_sizes)).c_str());
+  if (!dynamic_dims.empty()) {
+    std::string also;
+    for (const auto& b : verification.bindings)
+      also += (also.empty() ? ", verified also at " : "; ") + b.label + " (" + dims_str(b.sizes) + (b.checked ? "" : ": not checked, " + b.note) + ")";
+    std::fprintf(out, "dynamic dims kept in the output; optimised at %s%s\n", dims_str(dynamic_dims).c_str(), also.c_str());
+  }
+  if (!fixed_dims.empty()) std::fprintf(out, "fixed (static in the output): %s\n", dims_str(fixed_dims).c_str());
   print_op_table(out, before, &after);
   if (search_result && cost) {
     const auto& r = search_result->report;

@@ -499,14 +499,29 @@ TEST(Cli, OptimiseModelWithAnOpNothingRunsVerifiesStructurally) {
   EXPECT_NE(j.value("kept_input", std::string()).find("cannot be verified"), std::string::npos) << j.dump();
 }
 
-TEST(Cli, OptimiseDynamicBatchKeepsItsDimsAndVerifiesAtTwoSizes) {
+TEST(Cli, GlobalFlagsWorkAfterTheSubcommand) {
+  TempDir dir;
+  const auto model = (kData / "dynamic_batch.onnx").string();
+  for (const char* flag : {"-v", "-vv", "-q"}) {
+    auto r = rlflow({"optimise", model, "-o", (dir / "o.onnx").string(), "--search", "none", flag});
+    EXPECT_EQ(r.code, 0) << flag << ": " << r.err;
+  }
+  auto quiet = rlflow({"info", model, "-q"});
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_TRUE(quiet.err.empty()) << quiet.err;
+  auto unknown = rlflow({"info", model, "--no-such-flag"});
+  EXPECT_EQ(unknown.code, 2);
+}
+
+TEST(Cli, OptimiseDynamicBatchKeepsItsDimsAndVerifiesAtOtherSizes) {
   TempDir dir;
   const auto model = (kData / "dynamic_batch.onnx").string();
   auto without = rlflow({"optimise", model, "-o", (dir / "o.onnx").string(), "--json"});
   ASSERT_EQ(without.code, 0) << without.err;
   auto j = parse_json(without.out);
   EXPECT_EQ(j["dynamic_dims"]["N"], 1);
-  EXPECT_EQ(j["verification"]["second_sizes"]["N"], 2);
+  EXPECT_EQ(j["verification"]["bindings"][0]["sizes"]["N"], 37);
+  EXPECT_EQ(j["verification"]["bindings"][0]["checked"], true);
   onnx::ModelProto written;
   ASSERT_TRUE(written.ParseFromString(slurp(dir / "o.onnx")));
   EXPECT_EQ(written.graph().input(0).type().tensor_type().shape().dim(0).dim_param(), "N");

@@ -257,6 +257,21 @@ TEST(Executor, AveragePoolCeilModeOverhang) {
   expect_near(run_pool(OpKind::kAveragePool, x, pool({1, 3}, {1, 2}, {0, 1, 0, 1}, true, true)), {1, 3, 2});
 }
 
+TEST(Executor, CeilModeWindowLargerThanTheWholeInput) {
+  // An EfficientNet-style pooler: a 5x5 window (stride 5, ceil_mode) over a 3x3 map. onnxruntime
+  // gives one window, ceil((3 - 5) / 5 + 1) = 1 per axis, over what it covers.
+  auto x = iota({1, 1, 3, 3});
+  Shape s;
+  expect_near(run_pool(OpKind::kAveragePool, x, pool({5, 5}, {5, 5}, {0, 0, 0, 0}, true, false), &s), {5});
+  EXPECT_EQ(s, (Shape{1, 1, 1, 1}));
+  expect_near(run_pool(OpKind::kMaxPool, x, pool({5, 5}, {5, 5}, {0, 0, 0, 0}, true, false), &s), {9});
+  // Without ceil_mode, or with a stride too small for the window to start inside, it is refused.
+  GraphBuilder b;
+  auto in = b.input("x", x->type());
+  EXPECT_FALSE(b.try_op(OpKind::kAveragePool, {in}, pool({5, 5}, {5, 5}, {0, 0, 0, 0}, false, false)));
+  EXPECT_FALSE(b.try_op(OpKind::kAveragePool, {in}, pool({5, 5}, {1, 1}, {0, 0, 0, 0}, true, false)));
+}
+
 TEST(Executor, MaxPoolPaddingIsNegativeInfinity) {
   // All values negative, so zero padding would show up as 0 in the border windows.
   auto x = iota({1, 1, 3, 3}, -1.0f);  // -1 .. -9

@@ -11,6 +11,7 @@
 
 #include "rlflow/cost/factory.h"
 #include "rlflow/cost/memo.h"
+#include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/pipeline/load.h"
@@ -175,6 +176,97 @@ TEST_F(PipelineTest, AnOutputThatIsTheInputIsRefusedBeforeAnyWork) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kUsage);
   EXPECT_EQ(fs::last_write_time(copy), before);
+}
+
+// The written file and its input, both imported at `sizes`, compute the same outputs.
+void expect_same_at(const std::string& input, const std::string& written, const std::map<std::string, int64_t>& sizes) {
+  exec::Executor ex;
+  onnxio::ImportOptions io;
+  io.evaluator = &ex;
+  io.dim_values = sizes;
+  auto a = onnxio::import_model_file(input, io);
+  auto b = onnxio::import_model_file(written, io);
+  std::string at;
+  for (const auto& [k, v] : sizes) at += k + "=" + std::to_string(v) + " ";
+  ASSERT_TRUE(a) << at << a.error().message;
+  ASSERT_TRUE(b) << at << b.error().message;
+  auto cmp = exec::compare_graphs(*a, *b, {});
+  ASSERT_TRUE(cmp) << at << cmp.error().message;
+  EXPECT_TRUE(cmp->ok) << at << cmp->message;
+}
+
+// Issue 38's repro: MatMul + bias over (batch, sequence, 64), reshaped to the input's shape. The
+// Gemm rewrite's Reshapes once carried the representative sequence length ([-1, 128, 64]) and
+// passed a second size with the same batch x sequence; now they hold at every size.
+TEST_F(PipelineTest, AGemmRewriteOfADynamicModelHoldsAtEverySize) {
+  auto o = options("dynamic_linear.onnx");
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->chosen.has_value()) << r->kept_input;
+  EXPECT_GT(r->steps.size(), 0u) << "the rewrite is written, not refused";
+  ASSERT_EQ(r->verification.bindings.size(), 2u);
+  for (const auto& b : r->verification.bindings) EXPECT_TRUE(b.checked) << b.label << ": " << b.note;
+  EXPECT_EQ(r->verification.bindings[1].sizes.at("sequence"), 37);
+  for (auto [batch, seq] : {std::pair{1, 64}, {3, 50}, {1, 1}, {2, 37}})
+    expect_same_at(o.model, o.output, {{"batch", batch}, {"sequence", seq}});
+}
+
+// optimum's KV-cache decoders: the mask's dim is "past_sequence_length + sequence_length", so it
+// spans past + sequence at every binding, and the model is verified at a decode step too.
+TEST_F(PipelineTest, AKvCacheDecoderIsOptimisedAndVerifiedAtADecodeStep) {
+  for (const char* search : {"none", "taso"}) {
+    auto o = options("kv_cache_decoder.onnx");
+    o.search = search;
+    auto r = pipeline::optimise(o);
+    ASSERT_TRUE(r) << search << ": " << r.error().message;
+    EXPECT_EQ(r->dynamic_dims.at("past_sequence_length"), 128);
+    EXPECT_EQ(r->dynamic_dims.count("past_sequence_length + sequence_length"), 0u) << "an expression is not a symbol";
+    bool decode = false;
+    for (const auto& b : r->verification.bindings) {
+      EXPECT_TRUE(b.checked) << b.label << ": " << b.note;
+      decode = decode || (b.label == "decode step" && b.sizes.at("sequence_length") == 1 && b.sizes.at("past_sequence_length") > 0);
+    }
+    EXPECT_TRUE(decode);
+    for (auto [batch, seq, past] : {std::tuple{1, 1, 29}, {3, 37, 17}, {2, 5, 1}})
+      expect_same_at(o.model, o.output, {{"batch_size", batch}, {"sequence_length", seq}, {"past_sequence_length", past}});
+  }
+}
+
+// --fix batch_size=1: the batch is static in the written file; the other symbols stay symbolic and
+// are the ones verified at other sizes.
+TEST_F(PipelineTest, AFixedSymbolIsStaticInTheOutputAndTheOthersStayDynamic) {
+  auto o = options("kv_cache_decoder.onnx");
+  o.fixed_dims = {"batch_size=1"};
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->fixed_dims.at("batch_size"), 1);
+  EXPECT_EQ(r->dynamic_dims.count("batch_size"), 0u);
+  for (const auto& b : r->verification.bindings) EXPECT_EQ(b.sizes.count("batch_size"), 0u) << b.label;
+  exec::Executor ex;
+  auto written = pipeline::load_model(o.output, {}, ex);
+  ASSERT_TRUE(written) << written.error().message;
+  const auto& sym = written->meta().symbolic_dims;
+  ASSERT_TRUE(sym.count("x"));
+  EXPECT_EQ(sym.at("x"), (std::vector<std::string>{"", "sequence_length", ""}));
+  EXPECT_EQ(sym.at("attention_mask"), (std::vector<std::string>{"", "past_sequence_length + sequence_length"}));
+  expect_same_at(o.model, o.output, {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", 29}});
+  o.fixed_dims = {"batch_size"};
+  auto bad = pipeline::optimise(o);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+}
+
+// A tied embedding (Gather(E, ids) and MatMul(h, Transpose(E))) is written once: folding the
+// Transpose would write a second, transposed copy of E.
+TEST_F(PipelineTest, ATiedWeightIsNeverWrittenTwice) {
+  for (const char* search : {"none", "taso"}) {
+    auto o = options("tied_embedding.onnx");
+    o.search = search;
+    auto r = pipeline::optimise(o);
+    ASSERT_TRUE(r) << search << ": " << r.error().message;
+    EXPECT_LE(fs::file_size(o.output), fs::file_size(o.model) * 101 / 100) << search;
+    expect_same_at(o.model, o.output, {{"batch", 3}, {"sequence", 37}});
+  }
 }
 
 TEST(PipelineVerdict, EveryVerdictHasItsOwnName) {

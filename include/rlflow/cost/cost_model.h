@@ -113,4 +113,11 @@ inline constexpr double kOpaqueCostMs = 0.01;
 // the fixed cost they made every such rewrite look slower once written.
 bool opaque_is_view(const ir::Node& n);
 
+// Shape arithmetic: Shape and Size, and the small integer ops computed only from them and from
+// constants (the Gather, Slice and Concat that build a Reshape's target). Every runtime computes
+// these on the host from tensor metadata, without a kernel on the device, so they cost nothing:
+// a dynamic model's rewrite that reads a size at run time is not charged a kernel for it.
+inline constexpr int64_t kHostShapeElements = 16;
+std::vector<bool> host_shape_nodes(const ir::Graph& g, const std::vector<bool>& constant);
+
 }  // namespace rlflow::cost

@@ -18,6 +18,9 @@ class Evaluator {
 // Opaque nodes fold only while their outputs are no larger than this or than their inputs, so a
 // weight-only Expand or Tile does not bloat the written file.
 inline constexpr size_t kMaxFoldGrowthBytes = size_t{1} << 20;
+// A transform of a weight this large (a Transpose of a tied embedding) is not folded while another
+// node still reads the weight itself: folding would write the weight twice.
+inline constexpr size_t kNoDuplicateBytes = size_t{64} << 10;
 
 // Materialises a Constant node's tensor (no evaluator needed).
 TensorPtr materialize_constant(const ConstantParams& p);

@@ -25,6 +25,9 @@ struct ImportOptions {
   // kDefaultDynamicSize (a sequence length). The graph is specialised to these sizes; the symbolic
   // dims are kept in its meta for export, and nothing that depends on them is folded.
   std::map<std::string, int64_t> dim_values;
+  // Symbols specialised for good (`--fix batch=1`): every input and output dim named so becomes
+  // static at that size in the graph and in the written file; the other symbols stay symbolic.
+  std::map<std::string, int64_t> fixed_dims;
   // Weights equal (type and bytes) to a weight of this graph are shared with it rather than held
   // twice: re-importing a written model to verify it then costs one weight at a time, not a second
   // copy of every weight.
@@ -51,6 +54,10 @@ struct ExportOptions {
   bool check = true;                         // run onnx::checker (full) on the result
   // Above this many bytes of initializers the weights go to "<file>.data" (protobuf's 2 GB limit).
   int64_t external_data_threshold = int64_t{1800} << 20;
+  // A dynamic model: the same graph built at other bindings of its symbols (node for node, each
+  // imported at those sizes and rewritten the same way). Shape operands are then written so that
+  // they hold at every binding instead of at the representative sizes alone.
+  std::vector<const ir::Graph*> bindings;
 };
 
 // Serialises the graph; `external` receives the external data file name ("" if none).
@@ -60,6 +67,13 @@ struct ExportedModel {
   std::string external_name;
 };
 Expected<ExportedModel> export_model(const ir::Graph& g, const ExportOptions& opts, const std::string& path_hint);
+
+// The static check that no written constant depends on the sizes: `g` and `at_other` (the same
+// graph built at another binding, node for node) are both written, each with the other among its
+// `opts.bindings`, and every node whose attributes or constant inputs differ between the two is
+// named ("Reshape 'r1' reads r1_shape"). Large float weights are compared by header only. An error
+// says the two cannot be written node for node (the rewrites do not hold at both).
+Expected<std::vector<std::string>> size_dependent_constants(const ir::Graph& g, const ir::Graph& at_other, const ExportOptions& opts);
 
 // Writes atomically (temporary file + rename); refuses to overwrite `protect` (the input file).
 // `check_written` runs on the complete temporary file (e.g. re-import and verify exactly the bytes

@@ -28,7 +28,11 @@ Status check_memory(const ir::Graph& g, int64_t limit_mb);
 // Imports an ONNX model with --input-shape specs, folding with `ex`, and checks that running it fits
 // in `memory_limit_mb` (0: the default; kNoMemoryCheck for commands that never run the graph).
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats = nullptr, int64_t memory_limit_mb = 0);
+                               onnxio::ImportStats* stats = nullptr, int64_t memory_limit_mb = 0,
+                               const std::map<std::string, int64_t>& fixed_dims = {});
+
+// --fix NAME=SIZE specs: symbols specialised for good.
+Expected<std::map<std::string, int64_t>> parse_fixed_dims(const std::vector<std::string>& specs);
 
 // The rules a search may use: the default set's proved rules, or (all_rules) every rule that is
 // proved or numerically verified. Refuted and unverified rules never.

@@ -35,6 +35,8 @@ inline constexpr double kInteractiveTimeLimitS = 10;
 struct OptimiseOptions {
   std::string model, output;
   std::vector<std::string> input_shapes;
+  // --fix NAME=SIZE: symbols the user deploys at one size; the written file has them static.
+  std::vector<std::string> fixed_dims;
   uint64_t seed = 0;        // verification inputs, measurement order, rl sampling
   int64_t opset = 0;        // default-domain opset of the output (0: the input's)
   // The run's memory, MiB (0: default_memory_limit_mb()). A model whose run is estimated above it is
@@ -105,8 +107,15 @@ struct VerificationReport {
   double max_abs_diff = 0, atol = 0, rtol = 0;
   bool widened = false;  // tolerances widened for half-precision outputs
   uint64_t seed = 0;
-  std::map<std::string, int64_t> second_sizes;  // a dynamic model, checked again at these sizes
-  double second_max_abs_diff = 0;
+  // A dynamic model is checked again at other bindings of its symbols (ir::verification_bindings).
+  struct Binding {
+    std::string label;
+    std::map<std::string, int64_t> sizes;
+    bool checked = false;  // false: the input itself does not import there, `note` says why
+    double max_abs_diff = 0;
+    std::string note;
+  };
+  std::vector<Binding> bindings;
 };
 
 // Predicted costs: before is the input as imported, after is the written file re-imported.
@@ -128,6 +137,7 @@ struct OptimiseReport {
   std::string model, output, search, target;
   ir::GraphSummary before, after;
   std::map<std::string, int64_t> dynamic_dims;  // optimised at these sizes; the output keeps the dims
+  std::map<std::string, int64_t> fixed_dims;    // --fix: static in the output
   int64_t input_opset = 0, output_opset = 0;
   ir::CompositeStats composites;  // fused in the written graph
   VerificationReport verification;
