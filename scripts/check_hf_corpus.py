@@ -315,7 +315,8 @@ def _match(e: Optional[dict]) -> str:
         return "-"
     o = e["ort"]
     if o["ok"]:
-        return "ok" + ("x2" if len(o.get("runs", [])) > 1 else "")
+        n = len(o.get("runs", []))
+        return "ok" + (f"x{n}" if n > 1 else "")
     return "FAIL" if o.get("checker_ok", True) else "CHK"
 
 
@@ -369,7 +370,7 @@ def print_table(recs: List[dict], targets: List[str]) -> None:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
     print("rc: rlflow exit code (3>0: exit 3 asking for --input-shape, then 0 with it); verify: num = reference "
           "executor, struct = structural only; rules: rewrites applied (+Nf: composites fused); speedup: m measured here, p predicted by the cost model, (kept) = "
-          "input graph written; match: onnxruntime vs the input, atol 1e-4 rtol 1e-3 (x2: at 1x128 and 2x64); "
+          "input graph written; match: onnxruntime vs the input, atol 1e-4 rtol 1e-3 (xN: at N bindings of size_bindings.py); "
           "CHK: onnx.checker failed")
 
 

@@ -1053,9 +1053,11 @@ bool same_formals(const std::vector<onnx::OpSchema::FormalParameter>& a, const s
 // Attributes a newer version added whose default keeps every older node's meaning: Cast's saturate
 // (19) acts only on float8 targets, which older versions did not allow.
 bool added_attribute_keeps_meaning(const std::string& op, const std::string& attr) {
-  // Cast's saturate only concerns float8 targets; Shape's start and end (15), when absent, take
-  // the whole shape, as before.
-  return ((op == "Cast" || op == "CastLike") && attr == "saturate") || (op == "Shape" && (attr == "start" || attr == "end"));
+  // Cast's saturate only concerns float8 targets; absent, Shape's start and end (15) take the whole
+  // shape, Reshape's allowzero (14) is 0 (a 0 copies the input's dim) and Split's num_outputs (18)
+  // leaves the split to the outputs, all as before.
+  return ((op == "Cast" || op == "CastLike") && attr == "saturate") || (op == "Shape" && (attr == "start" || attr == "end")) ||
+         (op == "Reshape" && attr == "allowzero") || (op == "Split" && attr == "num_outputs");
 }
 
 // Whether schema `b`, a newer version of `a`'s op, runs every node `a` describes the same way, as

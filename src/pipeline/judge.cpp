@@ -34,6 +34,8 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   // again, written and verified at bindings that cannot coincide with them (all ones, odd primes,
   // a decode step), and the written file keeps the dims.
   bindings_ = ir::verification_bindings(dynamic_dims_);
+  for (size_t k = 0; k < bindings_.size(); ++k)
+    if (bindings_[k].label == "decode step") decode_ = static_cast<int>(k);
   inputs_at_.resize(bindings_.size());
   input_fails_at_.resize(bindings_.size());
   tried_at_.assign(bindings_.size(), false);
@@ -202,7 +204,37 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   if (report_.measure_runner.empty()) report_.measure_runner = v->runner;
   spdlog::info("{}: measured {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, v->base_ms, v->ms, v->speedup.estimate,
                v->speedup.ci.lo, v->speedup.ci.hi, v->accepted ? "" : ": rejected");
-  return v->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+  if (!v->accepted || decode_ < 0) return v->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+  // A decoder runs most of its life one token at a time: the file must be no slower at a decode
+  // step either (the runner feeds inputs of the shapes of the graph it is given).
+  const auto k = static_cast<size_t>(decode_);
+  auto in = input_at(k);
+  if (!in) return in.error();
+  if (!*in) return Verdict::kWritten;  // the input does not import there: reported with the bindings
+  const auto td = std::chrono::steady_clock::now();
+  if (!decode_base_id_) {
+    auto base = measurer_->runner->load({o_.model, **in});
+    if (!base) return base.error().with_context("measuring the input at the " + bindings_[k].str());
+    decode_base_id_ = *base;
+  }
+  onnxio::ImportOptions io;
+  io.evaluator = &ex_;
+  io.dim_values = bindings_[k].sizes;
+  io.fixed_dims = fixed_dims_;
+  io.share_weights_with = &original_;
+  auto w = onnxio::import_model_file(tmp_path, io);
+  if (!w) return Error::internal("re-importing the result at the " + bindings_[k].str() + ": " + w.error().message);
+  auto cand = measurer_->runner->load({tmp_path, *w});
+  if (!cand) return cand.error().with_context("measuring the result at the " + bindings_[k].str());
+  auto vd = bench::judge(*measurer_->runner, *decode_base_id_, *cand, bo);
+  t_measure_ += seconds_since(td);
+  if (!vd) return vd.error().with_context("measuring the result at the " + bindings_[k].str());
+  entry.measured_decode = Measurement{vd->runner, vd->base_ms, vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi,
+                                      vd->speedup.ci.coverage, vd->rounds, vd->accepted};
+  entry.decode_binding = bindings_[k].str();
+  spdlog::info("{}: measured at the {}: {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, bindings_[k].str(), vd->base_ms,
+               vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi, vd->accepted ? "" : ": rejected");
+  return vd->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
 }
 
 Expected<Verdict> Judge::try_candidate(const Candidate& c) {
@@ -234,7 +266,8 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
     auto v = measure(tmp, c, entry);
     if (!v) return v.error();
     if ((verdict = *v) != Verdict::kWritten) {
-      entry.why = "measured slower than the input";
+      entry.why = entry.measured_decode && !entry.measured_decode->accepted ? "measured slower than the input at the " + entry.decode_binding
+                                                                             : "measured slower than the input";
       return refused();
     }
     return {};

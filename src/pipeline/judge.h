@@ -64,6 +64,10 @@ class Judge {
   Status price(const ir::Graph& written);
   Expected<Verdict> measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry);
 
+  // The decode-step binding's index in bindings_ (a model with a past length), and the input
+  // loaded there for measuring; -1: none.
+  int decode_ = -1;
+  std::optional<size_t> decode_base_id_;
   const OptimiseOptions& o_;
   const exec::Executor& ex_;
   const ir::Graph& original_;

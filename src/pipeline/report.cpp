@@ -72,6 +72,10 @@ json measured_json(const OptimiseReport& r) {
     const auto& c = r.candidates[i];
     json e{{"candidate", c.label}, {"steps", c.steps}, {"predicted_ms", c.predicted_ms}, {"verdict", verdict_name(c.verdict)}};
     if (c.written_ms) e["written_ms"] = *c.written_ms;
+    if (c.measured_decode) {
+      e["measured_decode"] = measurement_json(*c.measured_decode);
+      e["measured_decode"]["binding"] = c.decode_binding;
+    }
     if (c.measured) {
       e["measured"] = measurement_json(*c.measured);
       if (!shown || r.chosen == i) shown = &*c.measured;
@@ -168,6 +172,12 @@ void OptimiseReport::print(std::FILE* out) const {
   if (m) {
     std::fprintf(out, "measured on %s (%s, %d rounds, interleaved): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
                  target.c_str(), m->runner.c_str(), m->rounds, m->before_ms, m->after_ms, m->speedup, m->ci_lo, m->ci_hi);
+    const auto& c = chosen ? candidates[*chosen] : candidates.front();
+    if (c.measured_decode) {
+      const auto& d = *c.measured_decode;
+      std::fprintf(out, "measured at the %s: %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n", c.decode_binding.c_str(),
+                   d.before_ms, d.after_ms, d.speedup, d.ci_lo, d.ci_hi);
+    }
   } else if (rewritten) {
     std::fprintf(out, "not measured (%s): the speedup above is predicted; known error: %s\n", not_measured.c_str(), cost->known_error.c_str());
   }

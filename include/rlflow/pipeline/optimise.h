@@ -95,6 +95,10 @@ struct CandidateReport {
   double predicted_ms = 0;           // the search's figure
   std::optional<double> written_ms;  // the written file's, re-imported
   std::optional<Measurement> measured;
+  // A KV-cache decoder is measured again at a decode step (sequence 1, a past length): the file
+  // must be no slower there either.
+  std::optional<Measurement> measured_decode;
+  std::string decode_binding;
   Verdict verdict = Verdict::kWritten;
   std::string why;                   // the verdict in words, when it is not kWritten
 };
