@@ -425,6 +425,25 @@ def tied_embedding() -> onnx.ModelProto:
                    opset=13)
 
 
+def audio_conv_frontend() -> onnx.ModelProto:
+    """A wav2vec2-style feature encoder over raw samples: kernels 10,3,3,3,3,2,2 and strides
+    5,2,2,2,2,2,2 need at least 400 samples, more than the default representative size (128)."""
+    b = Builder(seed=13)
+    c = 8
+    b.node("Unsqueeze", ["input_values", b.i64("chan_axis", [1])], "x0")
+    t, cin = "x0", 1
+    for k, (kernel, stride) in enumerate([(10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2)]):
+        b.node("Conv", [t, b.weight(f"conv{k}", [c, cin, kernel]), b.weight(f"conv{k}_b", [c], 0.1)], f"c{k}",
+               kernel_shape=[kernel], strides=[stride])
+        b.node("Relu", [f"c{k}"], f"r{k}")
+        t, cin = f"r{k}", c
+    b.node("Transpose", [t], "frames", perm=[0, 2, 1])
+    b.node("MatMul", ["frames", b.weight("proj", [c, 16])], "p0")
+    b.node("Add", ["p0", b.weight("proj_b", [16], 0.1)], "y")
+    return b.model("audio_conv_frontend", [vi("input_values", F, ["batch", "samples"])], [vi("y", F, ["batch", "frames", 16])],
+                   opset=13)
+
+
 def opaque_op() -> onnx.ModelProto:
     b = Builder(seed=7)
     b.node("MatMul", ["x", b.weight("w1", [8, 16])], "h0")
@@ -474,6 +493,7 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "dynamic_linear": dynamic_linear,
     "kv_cache_decoder": kv_cache_decoder,
     "tied_embedding": tied_embedding,
+    "audio_conv_frontend": audio_conv_frontend,
     "opaque_op": opaque_op,
     "ir10_matmul": ir10_matmul,
     "ir10_opset21": ir10_opset21,
@@ -612,7 +632,7 @@ def ort_smoke(model: onnx.ModelProto, name: str) -> str:
     feeds = {}
     sizes = {}
     for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) else _dim_size(d, sizes) for d in i.shape]
+        shape = [d if isinstance(d, int) else 400 if d == "samples" else _dim_size(d, sizes) for d in i.shape]
         if i.type == "tensor(int64)":
             feeds[i.name] = np.ones(shape, dtype=np.int64)
         else:

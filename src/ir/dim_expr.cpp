@@ -256,7 +256,18 @@ std::string Binding::str() const {
   return s;
 }
 
-std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>& representative) {
+namespace {
+int64_t odd_prime_at_least(int64_t x) {
+  for (int64_t p = std::max<int64_t>(3, x | 1);; p += 2) {
+    bool prime = true;
+    for (int64_t d = 3; d * d <= p && prime; d += 2) prime = p % d != 0;
+    if (prime) return p;
+  }
+}
+}  // namespace
+
+std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>& representative,
+                                           const std::map<std::string, int64_t>& minimum) {
   std::vector<Binding> out;
   if (representative.empty()) return out;
   Binding smallest{"smallest", {}}, primes{"odd primes", {}}, decode{"decode step", {}};
@@ -266,11 +277,16 @@ std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>&
   for (const auto& [name, size] : representative) {
     const auto role = symbol_role(name);
     has_past = has_past || role == SymbolRole::kPast;
-    smallest.sizes[name] = std::max<int64_t>(1, symbol_min(name));
+    auto m = minimum.find(name);
+    const int64_t least = std::max<int64_t>({1, symbol_min(name), m == minimum.end() ? 1 : m->second});
+    smallest.sizes[name] = least;
     int64_t p = role == SymbolRole::kBatch ? 3 : role == SymbolRole::kPast ? 17 : kOthers[next++ % std::size(kOthers)];
-    if (p == size) p += 2;  // never the representative size itself
+    // A symbol with a minimum feeds a stack of strided windows, whose output length is a staircase of
+    // it: at the minimum it is 1, so the prime goes to 3x the minimum, where it is several.
+    if (m != minimum.end() && m->second > 1) p = odd_prime_at_least(3 * least);
+    if (p == size) p = odd_prime_at_least(p + 2);  // never the representative size itself
     primes.sizes[name] = p;
-    decode.sizes[name] = role == SymbolRole::kPast ? 29 : 1;
+    decode.sizes[name] = role == SymbolRole::kPast ? 29 : least;
   }
   for (auto* b : {&smallest, &primes, &decode}) {
     if (b == &decode && !has_past) continue;

@@ -1309,6 +1309,7 @@ Expected<ir::Graph> Importer::run() {
   RLFLOW_TRY_STATUS(read_meta());
   RLFLOW_TRY_STATUS(read_initializers());
   RLFLOW_TRY_STATUS(read_inputs());
+  if (stats_) stats_->dynamic_dims = dim_sizes_;  // known even when a later node fails
   auto order = sorted_nodes();
   if (!order) return order.error();
   for (const auto* n : *order) RLFLOW_TRY_STATUS(check_arity(*n));

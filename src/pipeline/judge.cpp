@@ -22,7 +22,7 @@ Error refused() { return Error::internal("candidate refused"); }
 
 }  // namespace
 
-Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
+Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, std::map<std::string, int64_t> min_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
              cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report)
     : o_(o), ex_(ex), original_(original), dynamic_dims_(std::move(dynamic_dims)), fixed_dims_(std::move(fixed_dims)),
       cost_kind_(std::move(cost_kind)),
@@ -33,7 +33,7 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   // A model with symbolic dims was specialised to representative sizes; the candidate is made
   // again, written and verified at bindings that cannot coincide with them (all ones, odd primes,
   // a decode step), and the written file keeps the dims.
-  bindings_ = ir::verification_bindings(dynamic_dims_);
+  bindings_ = ir::verification_bindings(dynamic_dims_, min_dims);
   for (size_t k = 0; k < bindings_.size(); ++k)
     if (bindings_[k].label == "decode step") decode_ = static_cast<int>(k);
   inputs_at_.resize(bindings_.size());

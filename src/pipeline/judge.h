@@ -38,7 +38,7 @@ class Judge {
  public:
   // `model` (may be null: nothing is priced) is the search's cost model, `before_ms` the input's
   // cost under it; `measurer` may be null (not measured). Results go into `report`.
-  Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
+  Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, std::map<std::string, int64_t> min_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
         cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report);
 
   // Writes the candidate if it passes every check; appends its CandidateReport either way. An error

@@ -250,6 +250,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   report.fixed_dims = *fixed;
   report.time.import = seconds_since(t0);
   report.dynamic_dims = stats.dynamic_dims;
+  report.min_dims = stats.min_dims;
   report.input_opset = original->meta().opset("");
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
                stats.folded_nodes, report.time.import);
@@ -350,7 +351,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   }
   report.measured = measurer.has_value();
   const auto tw = std::chrono::steady_clock::now();
-  Judge judge(o, *fixed, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
+  Judge judge(o, *fixed, stats.min_dims, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
               measurer ? &*measurer : nullptr, report);
   std::string failed_verification;  // the last candidate's failure, when every one failed
   for (const auto& c : cands) {

@@ -123,6 +123,7 @@ json OptimiseReport::to_json() const {
          {"opset", {{"input", input_opset}, {"output", output_opset}}}};
   if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
   if (!fixed_dims.empty()) j["fixed_dims"] = fixed_dims;
+  if (!min_dims.empty()) j["min_dims"] = min_dims;
   if (auto m = measured_json(*this); !m.is_null()) j["measured"] = m;
   else if (rewritten) j["predicted"] = {{"reason", not_measured}, {"cost_model", cost->model}, {"known_error", cost->known_error}};
   if (!kept_input.empty()) j["kept_input"] = kept_input;

@@ -256,6 +256,24 @@ TEST_F(PipelineTest, AFixedSymbolIsStaticInTheOutputAndTheOthersStayDynamic) {
   EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
 }
 
+// A conv stack over raw samples needs 400 of them, more than the default 128: the sizes grow until
+// the model imports, the smallest that does is found, and the bindings start there.
+TEST_F(PipelineTest, AConvStackLongerThanTheDefaultSizeGetsSizesThatFit) {
+  auto o = options("audio_conv_frontend.onnx");
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->min_dims.at("samples"), 400);
+  // Optimised at twice the minimum, verified at the minimum and past three times it: the stack's
+  // output has 2, 1 and 3 frames there (at 400, 401 and 512 samples it has 1 everywhere, and a
+  // Reshape that baked in 1 frame passed).
+  EXPECT_EQ(r->dynamic_dims.at("samples"), 800);
+  ASSERT_EQ(r->verification.bindings.size(), 2u);
+  EXPECT_EQ(r->verification.bindings[0].sizes.at("samples"), 400);
+  EXPECT_EQ(r->verification.bindings[1].sizes.at("samples"), 1201);
+  for (const auto& b : r->verification.bindings) EXPECT_TRUE(b.checked) << b.label << ": " << b.note;
+  expect_same_at(o.model, o.output, {{"batch", 2}, {"samples", 1013}});
+}
+
 // A tied embedding (Gather(E, ids) and MatMul(h, Transpose(E))) is written once: folding the
 // Transpose would write a second, transposed copy of E.
 TEST_F(PipelineTest, ATiedWeightIsNeverWrittenTwice) {

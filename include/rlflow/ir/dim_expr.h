@@ -62,7 +62,10 @@ struct Binding {
 // smallest, distinct odd primes (batch 3, a past length 17, others 37, 29, 23, ...), and where the
 // model has a past length, a decode step (batch 1, every other length 1, past 29). rlflow does not
 // run empty tensors, so a past length is 1 at its smallest. Bindings equal to the representative
-// or to an earlier one are left out.
-std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>& representative);
+// or to an earlier one are left out. `minimum` raises a symbol's smallest size where the model needs
+// more (a conv stack over raw audio); its prime is then the first odd prime from 3x that on, so the
+// stack's output length differs between the bindings.
+std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>& representative,
+                                           const std::map<std::string, int64_t>& minimum = {});
 
 }  // namespace rlflow::ir

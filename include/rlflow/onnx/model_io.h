@@ -42,6 +42,9 @@ struct ImportStats {
   int removed_nodes = 0;  // Identity and inference-mode Dropout
   int opaque_nodes = 0;
   std::map<std::string, int64_t> dynamic_dims;  // each symbolic input dimension and the size it was given
+  // Symbols the model needs longer than the default representative size (a conv or pool stack
+  // over raw audio), each at the smallest size found to import: pipeline::load_model fills it.
+  std::map<std::string, int64_t> min_dims;
 };
 
 // `label` names the source in error messages (normally the file path).

@@ -142,6 +142,7 @@ struct OptimiseReport {
   ir::GraphSummary before, after;
   std::map<std::string, int64_t> dynamic_dims;  // optimised at these sizes; the output keeps the dims
   std::map<std::string, int64_t> fixed_dims;    // --fix: static in the output
+  std::map<std::string, int64_t> min_dims;      // symbols the model needs longer than the default size
   int64_t input_opset = 0, output_opset = 0;
   ir::CompositeStats composites;  // fused in the written graph
   VerificationReport verification;
