@@ -41,7 +41,8 @@ IMAGE = 224
 SEED = 0
 
 
-# name -> spec. "kind": text (input_ids, attention_mask), image (pixel_values), audio (input_features).
+# name -> spec. "kind": text (input_ids, attention_mask), text_past (a decoder with a KV cache, see
+# Wrapped.with_past), image (pixel_values), audio (input_features).
 # "out": the output field returned. "small"/"full": config keyword arguments.
 def specs() -> dict:
     small_text = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -81,6 +82,18 @@ def specs() -> dict:
                         small=dict(small_text, max_position_embeddings=258, pad_token_id=1, type_vocab_size=1),
                         # roberta-base: the class defaults are BERT's vocabulary and positions
                         full=dict(vocab_size=50265, max_position_embeddings=514, pad_token_id=1, type_vocab_size=1)),
+        # Decoders with a KV cache, exported as optimum's text-generation-with-past does (only as
+        # _dynamic): past_key_values.N.key/value inputs (batch, kv heads, past_sequence_length, head
+        # dim), an attention_mask over "past_sequence_length + sequence_length", position_ids, and
+        # logits plus present.N.key/value outputs.
+        "gpt2_past": dict(cls="GPT2LMHeadModel", cfg="GPT2Config", kind="text_past", out="logits",
+                          small=dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=256),
+                          full={}),
+        "llama_past": dict(cls="LlamaForCausalLM", cfg="LlamaConfig", kind="text_past", out="logits",
+                           small=dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=256),
+                           full=dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
+                                     num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=2048)),
         "whisper_encoder": dict(cls="WhisperEncoder", module="transformers.models.whisper.modeling_whisper",
                                 cfg="WhisperConfig", kind="audio", out="last_hidden_state",
                                 # the encoder needs exactly 2 * max_source_positions frames: 128 for small
@@ -113,6 +126,39 @@ class Wrapped:
 
         return Wrap().eval()
 
+    @staticmethod
+    def with_past(model, layers: int):
+        """Flat inputs (input_ids, attention_mask, position_ids, past key, past value, ...) to flat
+        outputs (logits, present key, present value, ...), as optimum's with-past decoders have."""
+        import torch
+        import transformers
+
+        class WrapPast(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids, attention_mask, position_ids, *past):
+                cache = transformers.DynamicCache.from_legacy_cache(tuple((past[2 * i], past[2 * i + 1]) for i in range(layers)))
+                res = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                 past_key_values=cache, use_cache=True, return_dict=True)
+                present = res.past_key_values
+                out = [res.logits]
+                for k, v in (present if isinstance(present, tuple) else present.to_legacy_cache()):
+                    out += [k, v]
+                return tuple(out)
+
+        return WrapPast().eval()
+
+
+def past_layout(config):
+    """(layers, key-value heads, head dim) of a decoder's cache."""
+    layers = getattr(config, "num_hidden_layers", None) or config.n_layer
+    heads = getattr(config, "num_attention_heads", None) or config.n_head
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    hidden = getattr(config, "hidden_size", None) or config.n_embd
+    return layers, kv, hidden // heads
+
 
 def build(name: str, size: str):
     import importlib
@@ -138,7 +184,7 @@ def inputs_for(spec, config, batch: int, seq: int):
     import torch
 
     g = torch.Generator().manual_seed(SEED)
-    if spec["kind"] == "text":
+    if spec["kind"] in ("text", "text_past"):
         ids = torch.randint(0, vocab_size(config), (batch, seq), generator=g, dtype=torch.int64)
         mask = torch.ones(batch, seq, dtype=torch.int64)
         return ["input_ids", "attention_mask"], (ids, mask)
@@ -161,9 +207,31 @@ def export_one(name: str, size: str, dynamic: bool, out_dir: Path) -> dict:
         # Dynamic models are traced at batch 2 so no batch dimension of 1 is baked in as a constant.
         input_names, args = inputs_for(spec, config, 2 if dynamic else 1, SEQ)
         out = spec["out"]
-        wrap = Wrapped.make(model, input_names, out)
+        output_names = [out]
+        wrap = Wrapped.make(model, input_names, out) if spec["kind"] != "text_past" else None
         dynamic_axes = None
-        if dynamic:
+        if spec["kind"] == "text_past":
+            if not dynamic:
+                row.update(ok=True, skipped=True, seconds=0.0)
+                return row
+            # Traced at batch 2, sequence 3, past 5: no size of 1 and no two sizes alike to bake in.
+            import torch
+            layers, kv, head_dim = past_layout(config)
+            wrap = Wrapped.with_past(model, layers)
+            g = torch.Generator().manual_seed(SEED)
+            b, s, p = 2, 3, 5
+            args = (torch.randint(0, vocab_size(config), (b, s), generator=g, dtype=torch.int64),
+                    torch.ones(b, p + s, dtype=torch.int64), torch.arange(p, p + s).unsqueeze(0).expand(b, s).contiguous(),
+                    *[torch.randn(b, kv, p, head_dim, generator=g) for _ in range(2 * layers)])
+            pasts = [f"past_key_values.{i}.{t}" for i in range(layers) for t in ("key", "value")]
+            input_names = ["input_ids", "attention_mask", "position_ids"] + pasts
+            output_names = [out] + [f"present.{i}.{t}" for i in range(layers) for t in ("key", "value")]
+            total = "past_sequence_length + sequence_length"
+            dynamic_axes = {"input_ids": {0: "batch_size", 1: "sequence_length"}, "attention_mask": {0: "batch_size", 1: total},
+                            "position_ids": {0: "batch_size", 1: "sequence_length"}, out: {0: "batch_size", 1: "sequence_length"}}
+            dynamic_axes.update({n: {0: "batch_size", 2: "past_sequence_length"} for n in pasts})
+            dynamic_axes.update({n: {0: "batch_size", 2: total} for n in output_names[1:]})
+        elif dynamic:
             if spec["kind"] == "text":
                 axes = {0: "batch", 1: "sequence"}
                 dynamic_axes = {n: axes for n in input_names}
@@ -174,14 +242,14 @@ def export_one(name: str, size: str, dynamic: bool, out_dir: Path) -> dict:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp.onnx")
         with torch.no_grad():
-            torch.onnx.export(wrap, args, str(tmp), input_names=input_names, output_names=[out],
+            torch.onnx.export(wrap, args, str(tmp), input_names=input_names, output_names=output_names,
                               dynamic_axes=dynamic_axes, opset_version=OPSET, do_constant_folding=True)
         m = onnx.load(str(tmp))
         meta = {"rlflow_hf.class": spec["cls"], "rlflow_hf.config": spec["cfg"], "rlflow_hf.size": size,
                 "rlflow_hf.kind": spec["kind"], "rlflow_hf.seed": str(SEED),
                 "rlflow_hf.transformers": __import__("transformers").__version__,
                 "rlflow_hf.torch": torch.__version__}
-        if vocab_size(config) is not None and spec["kind"] == "text":
+        if vocab_size(config) is not None and spec["kind"] in ("text", "text_past"):
             meta["rlflow_hf.vocab_size"] = str(vocab_size(config))
         for k, v in meta.items():
             p = m.metadata_props.add()
@@ -229,6 +297,7 @@ def main(argv) -> int:
                   + ("" if r["ok"] else f": {r['error']}"), file=sys.stderr, flush=True)
 
     print(f"{'model':<28}{'ops':>7}{'params':>14}{'MB':>10}{'seconds':>9}")
+    rows = [r for r in rows if not r.get("skipped")]
     for r in rows:
         if r["ok"]:
             print(f"{r['name']:<28}{r['ops']:>7}{r['params']:>14,}{r['mb']:>10.2f}{r['seconds']:>9.1f}")
