@@ -61,7 +61,9 @@ CachedCostModel::CachedCostModel(std::unique_ptr<CostModel> inner, std::string p
       last_save_(std::chrono::steady_clock::now()) {
   auto j = read_cache(path_);
   if (!j) {
-    warning_ = j.error().message + "; starting with an empty cache (the file is replaced on the next save)";
+    warning_ = j.error().message + "; the cache is kept in memory for this run and that file is left as it is (delete it, or "
+               "choose another cache file)";
+    keep_file_ = true;
     spdlog::warn("cost cache: {}", warning_);
     return;
   }
@@ -124,7 +126,19 @@ Status CachedCostModel::save() {
 }
 
 Status CachedCostModel::save_locked() {
+  if (keep_file_) {
+    dirty_ = false;
+    return {};
+  }
   auto disk = read_cache(path_);
+  // Written only over a missing file or a cost cache: a file that became something else since (or
+  // that another process wrote) is never replaced.
+  std::error_code ec;
+  if (!disk && fs::exists(path_, ec)) {
+    keep_file_ = true;
+    dirty_ = false;
+    return Error::bad_input("cost cache: " + disk.error().message + "; not replaced");
+  }
   json j = disk ? std::move(*disk) : json{{"format", kFormat}, {"version", kVersion}, {"devices", json::object()}};
   json& mine = j["devices"][fingerprint_];
   if (!mine.is_object()) mine = json::object();

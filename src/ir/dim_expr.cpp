@@ -216,6 +216,7 @@ Expected<int64_t> DimExpr::eval(const std::map<std::string, int64_t>& binding) c
     case Kind::kCeilDiv:
     case Kind::kMod: {
       if (y == 0) return Error::bad_input("dim '" + str() + "': division by zero");
+      if (y == -1 && x == std::numeric_limits<int64_t>::min()) return Error::bad_input("dim '" + str() + "': overflow");
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;  // floor
       if (kind_ == Kind::kMod) return r;

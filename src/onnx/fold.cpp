@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "proto_io.h"
 #include "rlflow/ir/evaluator.h"
@@ -136,17 +137,22 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       out.i.push_back(r);
     } else if (is_int) {
       int64_t a = at_i(0), b = in.size() > 1 ? at_i(1) : 0, r = 0;
-      if (op == "Add") r = a + b;
-      else if (op == "Sub") r = a - b;
-      else if (op == "Mul") r = a * b;
-      else if (op == "Div") r = b == 0 ? 0 : a / b;
-      else if (op == "Neg") r = -a;
+      // Two's-complement wraparound, as the runtime's integer kernels compute it, without C++'s
+      // undefined overflow: INT64_MIN / -1 (which traps the CPU) is INT64_MIN, and INT64_MIN % -1 is 0.
+      const auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+      const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+      const bool min_by_minus_one = a == std::numeric_limits<int64_t>::min() && b == -1;
+      if (op == "Add") r = wrap(ua + ub);
+      else if (op == "Sub") r = wrap(ua - ub);
+      else if (op == "Mul") r = wrap(ua * ub);
+      else if (op == "Div") r = b == 0 ? 0 : min_by_minus_one ? a : a / b;
+      else if (op == "Neg") r = wrap(0 - ua);
       else if (op == "Min") r = std::min(a, b);
       else if (op == "Max") r = std::max(a, b);
-      else if (op == "Abs") r = a < 0 ? -a : a;
-      else if (op == "Fmod") r = b == 0 ? 0 : a % b;  // the sign of the dividend, as C
-      else if (op == "Mod") {                         // the sign of the divisor, as Python
-        r = b == 0 ? 0 : a % b;
+      else if (op == "Abs") r = a < 0 ? wrap(0 - ua) : a;
+      else if (op == "Fmod") r = b == 0 || min_by_minus_one ? 0 : a % b;  // the sign of the dividend, as C
+      else if (op == "Mod") {                                             // the sign of the divisor, as Python
+        r = b == 0 || min_by_minus_one ? 0 : a % b;
         if (r != 0 && ((r < 0) != (b < 0))) r += b;
       }
       out.i.push_back(r);

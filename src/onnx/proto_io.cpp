@@ -82,7 +82,25 @@ Expected<std::vector<std::byte>> read_external(const onnx::TensorProto& t, const
   if (location.empty() || location.find("..") != std::string::npos || fs::path(location).is_absolute())
     return Error::bad_input("tensor '" + t.name() + "' has an invalid external data location");
   const auto path = fs::path(base_dir) / location;
-  std::ifstream f(path, std::ios::binary);
+  // The file must be a regular file inside the model's folder once every symlink is resolved, as
+  // onnxruntime requires: a link to /etc/passwd or /proc/self/environ beside the model is refused,
+  // and so is a FIFO or a device, whose read could block or never end. Its size is checked before
+  // anything is allocated.
+  std::error_code ec;
+  const auto real = fs::canonical(path, ec);
+  const auto dir = fs::canonical(base_dir.empty() ? fs::path(".") : fs::path(base_dir), ec);
+  if (real.empty() || dir.empty())
+    return Error::bad_input("cannot open external data file " + path.string() + " for tensor '" + t.name() + "'");
+  auto [d, r] = std::mismatch(dir.begin(), dir.end(), real.begin(), real.end());
+  if (d != dir.end())
+    return Error::bad_input("external data file " + path.string() + " of tensor '" + t.name() + "' resolves to " + real.string() +
+                            ", outside the model's folder " + dir.string());
+  if (!fs::is_regular_file(real, ec))
+    return Error::bad_input("external data file " + path.string() + " of tensor '" + t.name() + "' is not a regular file");
+  const auto file_size = fs::file_size(real, ec);
+  if (ec || static_cast<uint64_t>(offset) > file_size || want > file_size - static_cast<uint64_t>(offset))
+    return Error::bad_input("external data file " + path.string() + " is too short for tensor '" + t.name() + "'");
+  std::ifstream f(real, std::ios::binary);
   if (!f) return Error::bad_input("cannot open external data file " + path.string() + " for tensor '" + t.name() + "'");
   if (length >= 0 && static_cast<size_t>(length) != want)
     return Error::bad_input("external data of tensor '" + t.name() + "' has the wrong length");
@@ -145,11 +163,16 @@ Expected<ir::TensorPtr> tensor_from_proto(const onnx::TensorProto& t, const std:
       return Error::bad_input("tensor '" + t.name() + "' has " + std::to_string(have) + " values, expected " +
                               std::to_string(n));
   }
+  // A bool is any non-zero byte, as onnxruntime reads it: stored as 1, so folding a byte of 7 gives
+  // 1.0, not 7.0.
+  if (*dt == DType::kBool)
+    for (auto& b : bytes) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
   return std::make_shared<const ir::Tensor>(ir::TensorType{*dt, shape}, std::move(bytes));
 }
 
 Expected<ir::TensorPtr> take_tensor_from_proto(onnx::TensorProto* t, const std::string& base_dir) {
-  if (t->data_location() == onnx::TensorProto::EXTERNAL || !t->has_raw_data()) return tensor_from_proto(*t, base_dir);
+  if (t->data_location() == onnx::TensorProto::EXTERNAL || !t->has_raw_data() || t->data_type() == onnx::TensorProto::BOOL)
+    return tensor_from_proto(*t, base_dir);
   auto dt = dtype_from_onnx(t->data_type(), "tensor '" + t->name() + "'");
   if (!dt) return dt.error();
   auto dims = checked_dims(*t);

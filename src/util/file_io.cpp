@@ -117,6 +117,10 @@ Status check_output_path(const std::string& path, const std::vector<std::string>
   if (path.empty()) return usage("is empty: name the file to write");
   if (path.find('\0') != std::string::npos) return usage("contains a NUL byte");
   struct stat st{};
+  // A symlink would be replaced by the file (the output is moved into place): -o /dev/stdout once
+  // replaced that link. Name the file itself.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return usage(path + " is a symlink; rlflow replaces the file it writes, so name the file itself");
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return usage(path + " is " + kind_of(st.st_mode) + "; rlflow writes only regular files");
   const fs::path target(path);
@@ -134,6 +138,8 @@ Status write_file_atomic(const std::string& path, const std::function<bool(int f
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   mode_t mode = 0666 & ~process_umask();
+  if (struct stat st{}; ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return Error{ErrorCode::kUsage, path + " is a symlink; rlflow replaces the file it writes, so name the file itself"};
   if (struct stat st{}; ::stat(path.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode))
       return Error{ErrorCode::kUsage, path + " is " + kind_of(st.st_mode) + "; rlflow writes only regular files"};

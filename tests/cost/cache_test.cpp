@@ -162,11 +162,16 @@ TEST(Cache, DamagedFilesAreIgnoredWithAWarning) {
       EXPECT_EQ(c->stats().loaded, 0u);
       auto ms = c->op_cost(sigs[0]);
       ASSERT_TRUE(ms.ok());
-      ASSERT_TRUE(c->save().ok());  // replaces the damaged file
+      ASSERT_TRUE(c->save().ok());  // kept in memory: the file is not replaced
     }
+    // A file that is not a cost cache (a damaged one, or a model the cache path named by mistake)
+    // is never overwritten: it may be anyone's data.
+    std::ifstream in(path, std::ios::binary);
+    std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(now, text);
     auto again = cached(path, "dev", &calls);
-    EXPECT_TRUE(again->stats().warning.empty());
-    EXPECT_EQ(again->stats().loaded, 1u);
+    EXPECT_FALSE(again->stats().warning.empty());
+    EXPECT_EQ(again->stats().loaded, 0u);
   }
 }
 

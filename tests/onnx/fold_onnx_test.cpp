@@ -397,3 +397,17 @@ TEST(FoldOnnx, ModTakesTheDivisorsSignAndFmodTheDividends) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->has_value());
 }
+
+// Issue 41: Div and Mod of INT64_MIN by -1 as constants trapped the CPU (SIGFPE) in every
+// subcommand. The folder wraps, as two's-complement kernels compute it, and never traps.
+TEST(FoldOnnx, Int64MinByMinusOneWrapsWithoutTrapping) {
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  expect_i64(fold1(node("Div", 2), {i64v({lo, 7}), i64v({-1, -1})}), {2}, {lo, -7});
+  auto mod = node("Mod", 2);
+  expect_i64(fold1(mod, {i64v({lo, 7}), i64v({-1, -2})}), {2}, {0, -1});
+  auto fmod = node("Mod", 2);
+  attr_int(fmod, "fmod", 1);
+  expect_i64(fold1(fmod, {i64v({lo}), i64v({-1})}), {1}, {0});
+  expect_i64(fold1(node("Neg", 1), {i64v({lo})}), {1}, {lo});
+  expect_i64(fold1(node("Add", 2), {i64v({std::numeric_limits<int64_t>::max()}), i64v({1})}), {1}, {lo});
+}

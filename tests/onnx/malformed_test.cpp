@@ -9,6 +9,7 @@
 #include "rlflow/onnx/model_io.h"
 
 #include "onnx/onnx_lib.h"
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -216,6 +217,103 @@ TEST(Malformed, ExternalDataFieldsAreParsedWithChecks) {
     EXPECT_NE(e.message.find(key), std::string::npos) << e.message;
   }
   fs::remove_all(dir);
+}
+
+namespace {
+// y = x + w, with w's 4 floats in the external data file `location`, and w's initializer declared
+// with `dims` (4 floats unless given).
+onnx::ModelProto external_add_model(const std::string& location, int64_t dims = 4) {
+  auto m = one_graph_model();
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", onnx::TensorProto::FLOAT, {dims});
+  add_value(g->add_output(), "y", onnx::TensorProto::FLOAT, {dims});
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(dims);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = w->add_external_data();
+  loc->set_key("location");
+  loc->set_value(location);
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("w");
+  add->add_output("y");
+  return m;
+}
+}  // namespace
+
+// Issue 41: an external-data location that is a symlink out of the model's folder (to
+// /etc/passwd, say) was read and its bytes written into the output. onnxruntime refuses it; so
+// does rlflow, and a FIFO (whose read would block) too. A file too short for what the tensor
+// declares is refused before anything is allocated.
+TEST(Malformed, ExternalDataStaysInTheModelsFolderAndIsARegularFile) {
+  const fs::path dir = fs::temp_directory_path() / ("rlflow_extlink_" + std::to_string(::getpid()));
+  const fs::path outside = fs::temp_directory_path() / ("rlflow_extlink_outside_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "sub");
+  fs::create_directories(outside);
+  { std::ofstream(outside / "secret.bin", std::ios::binary) << std::string(16, 'S'); }
+  { std::ofstream(dir / "sub" / "w.bin", std::ios::binary) << std::string(16, '\0'); }
+  fs::create_symlink(outside / "secret.bin", dir / "escape.bin");
+  fs::create_symlink(dir / "sub" / "w.bin", dir / "inside.bin");
+  ASSERT_EQ(::mkfifo((dir / "fifo.bin").c_str(), 0600), 0);
+  for (const char* bad : {"escape.bin", "fifo.bin"}) {
+    SCOPED_TRACE(bad);
+    const Error e = import_bytes_error(external_add_model(bad), "ext.onnx", dir.string());
+    EXPECT_EQ(e.code, ErrorCode::kBadInput) << e.message;
+  }
+  // 1.5e9 floats declared over a 16-byte file: refused by size, not allocated.
+  const Error big = import_bytes_error(external_add_model("sub/w.bin", int64_t{1500000000}), "ext.onnx", dir.string());
+  EXPECT_NE(big.message.find("too short"), std::string::npos) << big.message;
+  // A symlink that stays inside the folder, and a file in a subfolder, are fine.
+  for (const char* good : {"inside.bin", "sub/w.bin"}) {
+    SCOPED_TRACE(good);
+    onnxio::ImportOptions opts;
+    auto r = onnxio::import_model(external_add_model(good).SerializeAsString(), "ext.onnx", dir.string(), opts);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+  }
+  fs::remove_all(dir);
+  fs::remove_all(outside);
+}
+
+// Issue 41: a BOOL initializer holding byte 7 folded to 7.0 through Cast; onnxruntime reads any
+// non-zero byte as true, so it is 1.0.
+TEST(Malformed, ABoolByteOtherThanOneIsTrue) {
+  auto m = one_graph_model();
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", onnx::TensorProto::FLOAT, {3});
+  add_value(g->add_output(), "y", onnx::TensorProto::FLOAT, {3});
+  auto* b = g->add_initializer();
+  b->set_name("b");
+  b->set_data_type(onnx::TensorProto::BOOL);
+  b->add_dims(3);
+  b->set_raw_data(std::string("\x07\x00\x01", 3));
+  auto* cast = g->add_node();
+  cast->set_op_type("Cast");
+  cast->add_input("b");
+  cast->add_output("bf");
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->add_input("x");
+  add->add_input("bf");
+  add->add_output("y");
+  exec::Executor ex;
+  onnxio::ImportOptions opts;
+  opts.evaluator = &ex;
+  auto r = onnxio::import_model(m.SerializeAsString(), "bool.onnx", ".", opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  bool seen = false;
+  for (const auto& n : r->nodes())
+    if (n.kind == ir::OpKind::kWeight && n.value && n.value->dtype() == ir::DType::kFloat32) {
+      EXPECT_EQ(n.value->as_double(), (std::vector<double>{1, 0, 1}));
+      seen = true;
+    }
+  EXPECT_TRUE(seen) << "the Cast was folded into a float weight";
 }
 
 // Inputs scripts/fuzz found crashing the importer (under ASan/UBSan) before they were fixed: each

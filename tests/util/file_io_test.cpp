@@ -104,3 +104,24 @@ TEST(FileIo, OutputPathGuard) {
   EXPECT_TRUE(check_output_path((d.path / "new.onnx").string(), {in}, "-o").ok());
   EXPECT_NE(check_output_path(in, {in}, "--out").error().message.find("--out"), std::string::npos);
 }
+
+// -o onto a symlink once replaced the link itself with the file (as root, -o /dev/stdout replaced
+// /dev/stdout): a symlink is refused, and the file it points to is left as it was.
+TEST(FileIo, ASymlinkIsNeverReplacedByTheOutput) {
+  TempDir d;
+  const auto target = d.path / "target.onnx";
+  std::ofstream(target) << "keep";
+  fs::create_symlink(target, d.path / "link.onnx");
+  const auto link = (d.path / "link.onnx").string();
+  auto guard = check_output_path(link, {}, "-o");
+  ASSERT_FALSE(guard.ok());
+  EXPECT_EQ(guard.error().code, ErrorCode::kUsage);
+  EXPECT_NE(guard.error().message.find("symlink"), std::string::npos);
+  auto st = write_file_atomic(link, [](int fd) { return write_all(fd, "new"); });
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(fs::is_symlink(link));
+  std::ifstream in(target);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "keep");
+}

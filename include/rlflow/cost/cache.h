@@ -56,6 +56,9 @@ class CachedCostModel : public ForwardingCostModel {
   size_t loaded_ = 0;
   int64_t hits_ = 0, misses_ = 0;
   bool dirty_ = false;
+  // The path names a file that is not an rlflow cost cache (a model, a note, a damaged cache): it is
+  // never replaced, and the cache lives in memory for this run only.
+  bool keep_file_ = false;
   bool save_failed_ = false;
   std::chrono::steady_clock::time_point last_save_;
 };
