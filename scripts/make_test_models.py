@@ -493,7 +493,9 @@ VALID: Dict[str, Callable[[], onnx.ModelProto]] = {
     "dynamic_linear": dynamic_linear,
     "kv_cache_decoder": kv_cache_decoder,
     "tied_embedding": tied_embedding,
-    "audio_conv_frontend": audio_conv_frontend,
+    # In a subfolder: it needs at least 400 samples, so the checks that run every top-level fixture
+    # at its default sizes leave it out; scripts/check_sizes.py and the pipeline tests use it.
+    "sizes/audio_conv_frontend": audio_conv_frontend,
     "opaque_op": opaque_op,
     "ir10_matmul": ir10_matmul,
     "ir10_opset21": ir10_opset21,
@@ -714,6 +716,7 @@ def main(argv: List[str]) -> int:
             if len(data) > MAX_BYTES:
                 raise RuntimeError(f"{len(data)} bytes exceeds the {MAX_BYTES} byte fixture limit")
             shapes = "-" if args.no_ort else ort_smoke(model, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             ops = sorted({n.op_type for n in model.graph.node})
             print(f"{name + '.onnx':28s} {len(data):7d} B  opset {model.opset_import[0].version:2d}  "

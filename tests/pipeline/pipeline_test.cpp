@@ -259,7 +259,7 @@ TEST_F(PipelineTest, AFixedSymbolIsStaticInTheOutputAndTheOthersStayDynamic) {
 // A conv stack over raw samples needs 400 of them, more than the default 128: the sizes grow until
 // the model imports, the smallest that does is found, and the bindings start there.
 TEST_F(PipelineTest, AConvStackLongerThanTheDefaultSizeGetsSizesThatFit) {
-  auto o = options("audio_conv_frontend.onnx");
+  auto o = options("sizes/audio_conv_frontend.onnx");
   auto r = pipeline::optimise(o);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->min_dims.at("samples"), 400);
