@@ -789,6 +789,8 @@ Status Exporter::run() {
     p->set_value(v);
   }
   gp_->set_name(meta.graph_name.empty() ? "rlflow" : meta.graph_name);
+  for (const auto& f : meta.functions)
+    if (!m_->add_functions()->ParseFromString(f)) return Error::internal("a model-local function does not parse");
   assign_names();
   for (size_t i = 0; i < g_.size(); ++i) RLFLOW_TRY_STATUS(emit(static_cast<NodeId>(i)));
   for (const auto& [v, name] : identity_outputs_) {

@@ -449,12 +449,15 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
       // 128-bit so that neither the span nor the running value can overflow.
       const __int128 span = static_cast<__int128>(l) - s, step = d;
       const __int128 n = (span > 0 && step > 0) ? (span + step - 1) / step : (span < 0 && step < 0) ? (-span - step - 1) / -step : 0;
+      // More elements than any runtime can hold: onnxruntime refuses the model, and so does rlflow.
+      if (n > (static_cast<__int128>(1) << 40)) return Error::bad_input("Range: " + std::to_string(static_cast<double>(n)) + " elements");
       if (n > kMaxFoldElements) return not_handled();
       for (__int128 k = 0; k < n; ++k) out.i.push_back(static_cast<int64_t>(s + k * step));
     } else {
       double s = a.f[0], l = b.f[0], d = c.f[0];
       if (d == 0) return Error::bad_input("Range: zero delta");
       const double count = std::max(0.0, std::ceil((l - s) / d));
+      if (!std::isfinite(count) || count > std::ldexp(1.0, 40)) return Error::bad_input("Range: " + std::to_string(count) + " elements");
       if (!(count <= static_cast<double>(kMaxFoldElements))) return not_handled();
       const auto n = static_cast<int64_t>(count);
       for (int64_t k = 0; k < n; ++k) out.f.push_back(s + static_cast<double>(k) * d);

@@ -19,6 +19,7 @@
 #include "rlflow/ir/dim_expr.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::onnxio {
 
@@ -143,7 +144,8 @@ Status Importer::read_meta() {
   ir::ModelMeta meta;
   meta.ir_version = model_.ir_version();
   meta.opsets.clear();
-  for (const auto& o : model_.opset_import()) meta.opsets.emplace_back(o.domain(), o.version());
+  // "ai.onnx" is the default domain spelled out (onnxruntime runs it): kept as "".
+  for (const auto& o : model_.opset_import()) meta.opsets.emplace_back(o.domain() == "ai.onnx" ? std::string() : o.domain(), o.version());
   meta.producer_name = model_.producer_name();
   meta.producer_version = model_.producer_version();
   meta.domain = model_.domain();
@@ -151,10 +153,20 @@ Status Importer::read_meta() {
   meta.model_version = model_.model_version();
   meta.graph_name = model_.graph().name();
   for (const auto& kv : model_.metadata_props()) meta.metadata.emplace_back(kv.key(), kv.value());
+  for (const auto& f : model_.functions()) meta.functions.push_back(f.SerializeAsString());
   opset_ = meta.opset("");
   if (model_.ir_version() <= 0) return bad("missing ir_version (not an ONNX model?)");
   if (opset_ == 0) return bad("the model imports no default-domain opset");
   if (opset_ < kMinOpset) return Error::unsupported(label_ + ": opset " + std::to_string(opset_) + " is older than " + std::to_string(kMinOpset));
+  // An opset or IR version the linked onnx library does not know has schemas rlflow cannot check
+  // (an opset-25 ReduceMean without its axes reduced over every axis): refused, not guessed.
+  const int64_t known_opset = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+  if (opset_ > known_opset)
+    return Error::unsupported(label_ + ": opset " + std::to_string(opset_) + " is newer than rlflow's ONNX library knows (" +
+                              std::to_string(known_opset) + ")");
+  if (model_.ir_version() > onnx::Version::IR_VERSION)
+    return Error::unsupported(label_ + ": IR version " + std::to_string(model_.ir_version()) + " is newer than rlflow's ONNX library knows (" +
+                              std::to_string(static_cast<int64_t>(onnx::Version::IR_VERSION)) + ")");
   if (model_.graph().output_size() == 0) return bad("the graph has no outputs");
   b_ = ir::GraphBuilder(std::move(meta));
   return {};
@@ -217,6 +229,17 @@ Status Importer::read_inputs() {
         return Error{ErrorCode::kUsage, "input shape for " + vi.name() + ": rank " + std::to_string(override_shape->size()) +
                                             " does not match the model's rank " + std::to_string(tt.shape().dim_size())};
       shape = *override_shape;
+      // A static dim keeps its size: the written file declares the input as the model does, so a
+      // different size would describe a file that cannot run at it (issue 41).
+      if (tt.has_shape() && opts_.keep_static_dims)
+        for (int a = 0; a < tt.shape().dim_size(); ++a) {
+          const auto& d = tt.shape().dim(a);
+          if (d.has_dim_value() && d.dim_value() > 0 && d.dim_value() != shape[static_cast<size_t>(a)])
+            return Error{ErrorCode::kUsage, "input shape for " + vi.name() + ": axis " + std::to_string(a) + " is " +
+                                                std::to_string(d.dim_value()) + " in the model, not " +
+                                                std::to_string(shape[static_cast<size_t>(a)]) +
+                                                " (only symbolic dims take a size from --input-shape)"};
+        }
     } else {
       if (!tt.has_shape()) return bad("graph input '" + vi.name() + "' has no shape; pass --input-shape " + vi.name() + ":d0,d1,...");
       for (const auto& d : tt.shape().dim()) {
@@ -1380,6 +1403,7 @@ Expected<ir::Graph> import_model_file(const std::string& path, const ImportOptio
   std::error_code ec;
   if (!fs::exists(path, ec)) return Error::bad_input(path + ": no such file");
   if (fs::is_directory(path, ec)) return Error::bad_input(path + ": is a directory, not an ONNX file");
+  RLFLOW_TRY_STATUS(check_input_file(path));
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error::bad_input(path + ": cannot open for reading");
   if (fs::file_size(path, ec) == 0) return Error::bad_input(path + ": the file is empty");
@@ -1412,6 +1436,7 @@ void collect_external(const onnx::GraphProto& g, const std::filesystem::path& di
 
 std::vector<std::string> model_files(const std::string& path) {
   std::vector<std::string> files{path};
+  if (!check_input_file(path).ok()) return files;  // never opens a FIFO: import refuses it next
   std::ifstream f(path, std::ios::binary);
   onnx::ModelProto model;
   if (!f || !model.ParseFromIstream(&f)) return files;

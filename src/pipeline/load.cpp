@@ -84,12 +84,14 @@ Expected<std::map<std::string, int64_t>> parse_fixed_dims(const std::vector<std:
 }
 
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
-                               onnxio::ImportStats* stats, int64_t memory_limit_mb, const std::map<std::string, int64_t>& fixed_dims) {
+                               onnxio::ImportStats* stats, int64_t memory_limit_mb, const std::map<std::string, int64_t>& fixed_dims,
+                               bool keep_static_dims) {
   auto parsed = parse_input_shapes(shapes);
   if (!parsed) return parsed.error();
   onnxio::ImportOptions io;
   io.input_shapes = *parsed;
   io.fixed_dims = fixed_dims;
+  io.keep_static_dims = keep_static_dims;
   io.evaluator = &ex;
   onnxio::ImportStats local;
   if (!stats) stats = &local;

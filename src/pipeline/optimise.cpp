@@ -245,7 +245,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   onnxio::ImportStats stats;
   auto fixed = parse_fixed_dims(o.fixed_dims);
   if (!fixed) return fixed.error();
-  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb, *fixed);
+  auto original = load_model(o.model, o.input_shapes, ex, &stats, o.memory_mb, *fixed, /*keep_static_dims=*/true);
   if (!original) return original.error();
   report.fixed_dims = *fixed;
   report.time.import = seconds_since(t0);

@@ -275,6 +275,7 @@ Expected<RuleLibrary> parse_library(const std::string& text, const std::string& 
 }
 
 Expected<RuleLibrary> load_library(const std::string& path) {
+  RLFLOW_TRY_STATUS(check_input_file(path, uint64_t{256} << 20));
   std::ifstream f(path);
   if (!f) return Error::bad_input(path + ": cannot open the rule file");
   std::stringstream ss;

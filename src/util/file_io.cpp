@@ -19,9 +19,8 @@ namespace rlflow {
 
 namespace fs = std::filesystem;
 
-Expected<std::string> read_file(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return Error::bad_input(path + ": is a directory, not an ONNX file");
+Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
+  RLFLOW_TRY_STATUS(check_input_file(path, max_bytes));
   std::ifstream f(path, std::ios::binary);
   if (!f) return Error::bad_input(path + ": cannot open (" + std::strerror(errno) + ")");
   std::ostringstream ss;
@@ -111,6 +110,17 @@ const char* kind_of(mode_t m) {
 }
 
 }  // namespace
+
+Status check_input_file(const std::string& path, uint64_t max_bytes) {
+  struct stat st{};
+  if (path.find('\0') != std::string::npos) return Error::bad_input("a file name contains a NUL byte");
+  if (::stat(path.c_str(), &st) != 0) return Error::bad_input(path + ": no such file");
+  if (S_ISDIR(st.st_mode)) return Error::bad_input(path + ": is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) return Error::bad_input(path + ": is " + kind_of(st.st_mode) + "; rlflow reads only regular files");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return Error::bad_input(path + ": is " + std::to_string(st.st_size) + " bytes, over the limit of " + std::to_string(max_bytes));
+  return {};
+}
 
 Status check_output_path(const std::string& path, const std::vector<std::string>& inputs, const std::string& role) {
   auto usage = [&](const std::string& why) { return Error{ErrorCode::kUsage, role + " " + why}; };

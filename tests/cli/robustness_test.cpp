@@ -178,15 +178,43 @@ TEST(Robustness, AModelWhoseRunWouldExhaustMemoryIsRefusedNamingTheTensor) {
 
 TEST(Robustness, AnInputShapeTooLargeForMemoryIsRefusedAndLeavesNoTemporaryFile) {
   TempDir d;
-  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (d / "o.onnx").string(), "--input-shape", "x:4000000,3,224,224"});
+  auto r = rlflow({"optimise", (kData / "dynamic_linear.onnx").string(), "-o", (d / "o.onnx").string(), "--input-shape",
+                   "x:4000000,4096,64"});
   EXPECT_EQ(r.code, 3) << r.err;
   expect_one_error_line(r, "memory limit");
   EXPECT_TRUE(d.entries().empty());
-  // --memory-limit sets the limit: 1 MiB is below even the tiny CNN at a larger size.
-  r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (d / "o.onnx").string(), "--input-shape", "x:8,3,64,64",
+  // --memory-limit sets the limit: 1 MiB is below even this small model at a larger size.
+  r = rlflow({"optimise", (kData / "dynamic_linear.onnx").string(), "-o", (d / "o.onnx").string(), "--input-shape", "x:8,1024,64",
               "--memory-limit", "1"});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_TRUE(d.entries().empty());
+}
+
+// Issue 41: a FIFO as the model or as --rules blocked forever; `optimise <(cat m.onnx)` said "the
+// model has no graph". Each is refused at once, naming what it is.
+TEST(Robustness, AFifoIsRefusedNotWaitedOn) {
+  TempDir d;
+  const auto fifo = d / "m.onnx";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = rlflow({"info", fifo.string()});
+  EXPECT_EQ(r.code, 3) << r.err;
+  expect_one_error_line(r, "fifo");
+  r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (d / "o.onnx").string(), "--rules", fifo.string()});
+  EXPECT_EQ(r.code, 3) << r.err;
+  expect_one_error_line(r, "fifo");
+  EXPECT_FALSE(fs::exists(d / "o.onnx"));
+}
+
+// Issue 41: --input-shape that changes a static dim wrote a file declaring the new size. optimise
+// refuses it (exit 2, naming the axis); info may still look at the model at another size.
+TEST(Robustness, AnInputShapeCannotChangeAStaticDimOfTheWrittenFile) {
+  TempDir d;
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (d / "o.onnx").string(), "--input-shape", "x:8,3,64,64"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  expect_one_error_line(r, "axis 0 is 1 in the model");
+  EXPECT_TRUE(d.entries().empty());
+  auto info = rlflow({"info", (kData / "tiny_cnn.onnx").string(), "--input-shape", "x:8,3,64,64"});
+  EXPECT_EQ(info.code, 0) << info.err;
 }
 
 TEST(Robustness, ThreadCountsAreBounded) {

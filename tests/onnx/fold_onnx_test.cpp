@@ -289,21 +289,25 @@ TEST(FoldOnnx, Range) {
   EXPECT_FALSE(fold_node(node("Range", 3), zero, types_of(zero), 13).ok());
 }
 
-TEST(FoldOnnx, HugeRangeIsLeftUnfolded) {
-  // Folding would need 2^63 elements: the folder must decline instead of allocating.
+TEST(FoldOnnx, HugeRangeIsRefusedNotAllocated) {
+  // 2^63 elements: no runtime can hold it (onnxruntime refuses the model), so the folder says so
+  // instead of allocating (issue 41: a Range of 1e30 once became an empty tensor).
   std::vector<TensorPtr> in{i64({}, {0}), i64({}, {kMax}), i64({}, {1})};
   auto r = fold_node(node("Range", 3), in, types_of(in), 13);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_FALSE(r->has_value());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("Range"), std::string::npos);
   std::vector<TensorPtr> wide{i64({}, {kMin}), i64({}, {kMax}), i64({}, {kMax})};
   auto r2 = fold_node(node("Range", 3), wide, types_of(wide), 13);
   ASSERT_TRUE(r2.ok()) << r2.error().message;
   ASSERT_TRUE(r2->has_value());
   expect_i64((**r2)[0], {3}, {kMin, -1, kMax - 1});
   std::vector<TensorPtr> fl{f32({}, {0}), f32({}, {1e12f}), f32({}, {1e-3f})};
-  auto r3 = fold_node(node("Range", 3), fl, types_of(fl), 13);
-  ASSERT_TRUE(r3.ok());
-  EXPECT_FALSE(r3->has_value());
+  EXPECT_FALSE(fold_node(node("Range", 3), fl, types_of(fl), 13).ok());  // 1e15 elements
+  // Large but possible (2^30 elements): left a node, not folded.
+  std::vector<TensorPtr> big{i64({}, {0}), i64({}, {int64_t{1} << 30}), i64({}, {1})};
+  auto r4 = fold_node(node("Range", 3), big, types_of(big), 13);
+  ASSERT_TRUE(r4.ok()) << r4.error().message;
+  EXPECT_FALSE(r4->has_value());
 }
 
 TEST(FoldOnnx, Expand) {
@@ -396,6 +400,16 @@ TEST(FoldOnnx, ModTakesTheDivisorsSignAndFmodTheDividends) {
   auto r = fold_node(n, {f32({1}, {1.0f}), f32({1}, {2.0f})}, types_of({f32({1}, {1.0f}), f32({1}, {2.0f})}), 13);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->has_value());
+}
+
+// Issue 41: Range(0, 1e30) folded to an empty tensor; onnxruntime refuses it, and so does rlflow.
+TEST(FoldOnnx, ARangeNoRuntimeCanHoldIsRefused) {
+  auto r = fold_node(node("Range", 3), {f32({}, {0}), f32({}, {1e30f}), f32({}, {1})}, types_of({f32({}, {0}), f32({}, {1e30f}), f32({}, {1})}), 13);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("Range"), std::string::npos);
+  auto ok = fold_node(node("Range", 3), {f32({}, {0}), f32({}, {3}), f32({}, {1})}, types_of({f32({}, {0}), f32({}, {3}), f32({}, {1})}), 13);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->has_value());
 }
 
 // Issue 41: Div and Mod of INT64_MIN by -1 as constants trapped the CPU (SIGFPE) in every

@@ -316,6 +316,46 @@ TEST(Malformed, ABoolByteOtherThanOneIsTrue) {
   EXPECT_TRUE(seen) << "the Cast was folded into a float weight";
 }
 
+// Issue 41: a model-local function (FunctionProto) was dropped on export; the file passed the
+// checker and onnxruntime could not load it. It is written back as it came.
+TEST(Malformed, ModelLocalFunctionsAreWrittenBack) {
+  auto m = one_graph_model();
+  auto* opset = m.add_opset_import();
+  opset->set_domain("local");
+  opset->set_version(1);
+  auto* f = m.add_functions();
+  f->set_name("MyRelu");
+  f->set_domain("local");
+  f->add_input("a");
+  f->add_output("b");
+  auto* fo = f->add_opset_import();
+  fo->set_domain("");
+  fo->set_version(13);
+  auto* inner = f->add_node();
+  inner->set_op_type("Relu");
+  inner->add_input("a");
+  inner->add_output("b");
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", onnx::TensorProto::FLOAT, {4});
+  add_value(g->add_output(), "y", onnx::TensorProto::FLOAT, {4});
+  auto* call = g->add_node();
+  call->set_op_type("MyRelu");
+  call->set_domain("local");
+  call->add_input("x");
+  call->add_output("y");
+  onnxio::ImportOptions opts;
+  auto r = onnxio::import_model(m.SerializeAsString(), "fn.onnx", ".", opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  onnxio::ExportOptions eo;
+  auto out = onnxio::export_model(*r, eo, "fn.out.onnx");
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(out->model_bytes));
+  ASSERT_EQ(written.functions_size(), 1);
+  EXPECT_EQ(written.functions(0).name(), "MyRelu");
+  EXPECT_EQ(written.functions(0).SerializeAsString(), m.functions(0).SerializeAsString());
+}
+
 // Inputs scripts/fuzz found crashing the importer (under ASan/UBSan) before they were fixed: each
 // must now be a graph or a clean error.
 TEST(Malformed, FuzzFindingsImportCleanly) {

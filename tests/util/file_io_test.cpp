@@ -125,3 +125,21 @@ TEST(FileIo, ASymlinkIsNeverReplacedByTheOutput) {
   in >> text;
   EXPECT_EQ(text, "keep");
 }
+
+// Issue 41: a FIFO blocked every read forever, and /dev/zero was read without bound. The input
+// guard refuses both before opening them, and a file over the bound.
+TEST(FileIo, TheInputGuardRefusesWhatCouldBlockOrNeverEnd) {
+  TempDir d;
+  const auto fifo = (d.path / "model.onnx").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = read_file(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("fifo"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(read_file("/dev/zero").ok());
+  EXPECT_FALSE(read_file(d.path.string()).ok());
+  const auto big = (d.path / "big.json").string();
+  std::ofstream(big) << std::string(100, 'x');
+  EXPECT_FALSE(read_file(big, 99).ok());
+  ASSERT_TRUE(read_file(big, 100).ok());
+  EXPECT_EQ(read_file(big)->size(), 100u);
+}

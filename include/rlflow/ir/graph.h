@@ -44,6 +44,9 @@ struct ModelMeta {
   std::string producer_name, producer_version, domain, doc_string, graph_name = "rlflow";
   int64_t model_version = 0;
   std::vector<std::pair<std::string, std::string>> metadata;
+  // The model's local functions (serialized onnx FunctionProtos), written back as they came: the
+  // nodes that call them are opaque, and a file without them does not load (issue 41).
+  std::vector<std::string> functions;
   // Graph inputs and outputs declared with symbolic dimensions, by name: per axis the ONNX dim_param,
   // "" for a static axis, "?" for a dynamic axis without a name. The graph itself is specialised to
   // representative sizes; export writes these back, so the written file stays as dynamic as its input.

@@ -28,6 +28,9 @@ struct ImportOptions {
   // Symbols specialised for good (`--fix batch=1`): every input and output dim named so becomes
   // static at that size in the graph and in the written file; the other symbols stay symbolic.
   std::map<std::string, int64_t> fixed_dims;
+  // Refuse input_shapes that change a static dim (optimise: the written file would declare the new
+  // size); info, cost and bench may look at a static model at other sizes.
+  bool keep_static_dims = false;
   // Weights equal (type and bytes) to a weight of this graph are shared with it rather than held
   // twice: re-importing a written model to verify it then costs one weight at a time, not a second
   // copy of every weight.

@@ -29,7 +29,7 @@ Status check_memory(const ir::Graph& g, int64_t limit_mb);
 // in `memory_limit_mb` (0: the default; kNoMemoryCheck for commands that never run the graph).
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
                                onnxio::ImportStats* stats = nullptr, int64_t memory_limit_mb = 0,
-                               const std::map<std::string, int64_t>& fixed_dims = {});
+                               const std::map<std::string, int64_t>& fixed_dims = {}, bool keep_static_dims = false);
 
 // --fix NAME=SIZE specs: symbols specialised for good.
 Expected<std::map<std::string, int64_t>> parse_fixed_dims(const std::vector<std::string>& specs);

@@ -8,7 +8,12 @@
 
 namespace rlflow {
 
-Expected<std::string> read_file(const std::string& path);
+// The input guard: every file rlflow reads is a regular file (a symlink is followed), at most
+// max_bytes long. A FIFO, a device (/dev/zero), a socket or a directory is refused before it is
+// opened, so no read blocks or runs without bound.
+inline constexpr uint64_t kMaxInputBytes = uint64_t{2} << 30;  // protobuf's limit for a model
+Status check_input_file(const std::string& path, uint64_t max_bytes = kMaxInputBytes);
+Expected<std::string> read_file(const std::string& path, uint64_t max_bytes = kMaxInputBytes);
 
 // Writes via a temporary file in the same directory and rename(2), so readers never see a
 // partial file and a failed write leaves any previous file intact. The file gets the mode of the
