@@ -61,12 +61,16 @@ def input_shape(value_info, overrides: Dict[str, List[int]]) -> List[int]:
 
 
 def symbolic_inputs(model) -> Dict[str, List[int]]:
-    """Inputs with symbolic/unknown dims, with those dims set to 1."""
+    """Inputs with symbolic/unknown dims, with every name set to 1 (a dim written as an expression
+    over names, "past_sequence_length + sequence_length", evaluated: 2)."""
+    import size_bindings
+
+    ones = {name: 1 for name in size_bindings.symbols(model)}
     out = {}
     for vi in graph_inputs(model):
         dims = vi.type.tensor_type.shape.dim
         if any(not (d.HasField("dim_value") and d.dim_value > 0) for d in dims):
-            out[vi.name] = input_shape(vi, {})
+            out[vi.name] = [max(1, s) for s in size_bindings.input_shape(vi, ones)]
     return out
 
 

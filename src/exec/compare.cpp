@@ -8,9 +8,19 @@ namespace rlflow::exec {
 std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
   std::vector<ir::TensorPtr> out;
   std::mt19937_64 rng(seed);
+  // An integer input a Div or Mod divides by is drawn from {1, 2}, not {0, 1}: a model that divides
+  // by it is fine, and a zero there would fail verification for nothing (issue 41).
+  std::vector<bool> divisor(g.size(), false);
+  for (const auto& n : g.nodes()) {
+    const bool divides = n.kind == ir::OpKind::kDiv ||
+                         (n.kind == ir::OpKind::kOpaque && (std::get<ir::OpaqueParams>(n.params).op_type == "Mod" ||
+                                                            std::get<ir::OpaqueParams>(n.params).op_type == "Div"));
+    if (divides && n.inputs.size() > 1) divisor[static_cast<size_t>(n.inputs[1].node)] = true;
+  }
   for (auto id : g.inputs()) {
     const auto& t = g.node(id).outputs[0];
     const auto n = static_cast<size_t>(t.numel());
+    const uint64_t lowest = divisor[static_cast<size_t>(id)] ? 1 : 0;
     switch (t.dtype) {
       case ir::DType::kFloat64:
       case ir::DType::kFloat16:
@@ -23,13 +33,13 @@ std::vector<ir::TensorPtr> random_inputs(const ir::Graph& g, uint64_t seed) {
       }
       case ir::DType::kInt64: {
         std::vector<int64_t> v(n);
-        for (auto& x : v) x = static_cast<int64_t>(rng() % 2);
+        for (auto& x : v) x = static_cast<int64_t>(lowest + rng() % 2);
         out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
         break;
       }
       case ir::DType::kInt32: {
         std::vector<int32_t> v(n);
-        for (auto& x : v) x = static_cast<int32_t>(rng() % 2);
+        for (auto& x : v) x = static_cast<int32_t>(lowest + rng() % 2);
         out.push_back(ir::Tensor::from_vector(t.dtype, t.shape, v));
         break;
       }

@@ -197,6 +197,13 @@ Status Importer::read_initializers() {
 }
 
 Status Importer::read_inputs() {
+  struct GivenExpr {
+    std::string input;
+    int axis;
+    ir::DimExpr expr;
+    int64_t size;
+  };
+  std::vector<GivenExpr> given_exprs;
   // A misspelt --input-shape name is reported before any input it was meant to fix.
   for (const auto& entry : opts_.input_shapes) {
     const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture those
@@ -307,14 +314,32 @@ Status Importer::read_inputs() {
         if (symbolic && override_shape && a < static_cast<int>(override_shape->size())) {
           const std::string key = d.dim_param().empty() ? vi.name() + ":" + std::to_string(a) : d.dim_param();
           auto expr = d.dim_param().empty() ? Expected<ir::DimExpr>(Error::bad_input("unnamed")) : ir::DimExpr::parse(key);
-          // A size given for an expression's input fixes its names only where it is one name.
+          // A size given for an expression's input fixes its names only where it is one name; an
+          // expression is checked against its names' sizes once every input is read.
           if (!expr || expr->is_symbol() || expr->symbols().empty()) dim_sizes_[key] = (*override_shape)[static_cast<size_t>(a)];
+          else given_exprs.push_back({vi.name(), a, std::move(*expr), (*override_shape)[static_cast<size_t>(a)]});
         }
       }
       if (any) symbolic_[vi.name()] = std::move(sym);
     }
     TensorType t{*dt, shape};
     values_[vi.name()] = Value{b_.input(vi.name(), t), nullptr, t};
+  }
+  // A size given for a dim written as an expression must be what the expression gives (a mask over
+  // past + sequence): otherwise the inputs disagree and the model cannot run at these sizes.
+  for (const auto& g : given_exprs) {
+    std::map<std::string, int64_t> known;
+    bool all = true;
+    for (const auto& name : g.expr.symbols()) {
+      auto it = dim_sizes_.find(name);
+      if (it == dim_sizes_.end()) all = false;
+      else known[name] = it->second;
+    }
+    if (!all) continue;
+    auto v = g.expr.eval(known);
+    if (v && *v != g.size)
+      return Error{ErrorCode::kUsage, "input shape for " + g.input + ": axis " + std::to_string(g.axis) + " is '" + g.expr.str() +
+                                          "', which is " + std::to_string(*v) + " at the sizes of the other inputs, not " + std::to_string(g.size)};
   }
   return {};
 }

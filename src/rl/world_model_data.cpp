@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "rlflow/util/file_io.h"
 #include "rlflow/util/hash.h"
@@ -69,9 +70,19 @@ Expected<DataSet> read_data(const std::string& path) {
   if (nl == std::string::npos) return Error::bad_input(path + ": not a world-model data file");
   d.header = nlohmann::json::parse(bytes->substr(0, nl), nullptr, false);
   if (d.header.is_discarded() || d.header.value("format", "") != kFormat) return Error::bad_input(path + ": not a world-model data file");
-  const size_t Z = d.header.value("z_dim", 0), N = d.header.value("num_xfers", 0);
-  const size_t count = d.header.value("episodes", 0);
-  const size_t F = d.header.value("match_features", 0);
+  // Header counts are bounded by the file's size before any product of them is formed, and every
+  // product is checked: a header that says num_xfers 2^61 once wrapped S * N and crashed (issue 41).
+  auto count_of = [&](const char* key) -> std::optional<size_t> {
+    const auto it = d.header.find(key);
+    if (it == d.header.end()) return size_t{0};
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) return std::nullopt;
+    const auto v = it->get<uint64_t>();
+    if (v > bytes->size()) return std::nullopt;
+    return static_cast<size_t>(v);
+  };
+  const auto z = count_of("z_dim"), n = count_of("num_xfers"), c = count_of("episodes"), f = count_of("match_features");
+  if (!z || !n || !c || !f) return Error::bad_input(path + ": a world-model data file with an impossible header");
+  const size_t Z = *z, N = *n, count = *c, F = *f;
   if (F != 0 && F != static_cast<size_t>(kMatchFeatures))
     return Error::bad_input(path + ": match features of another layout (" + std::to_string(F) + " per match)");
   size_t pos = nl + 1;
@@ -82,7 +93,11 @@ Expected<DataSet> read_data(const std::string& path) {
     e.T = head[0];
     e.model = head[1];
     const size_t S = static_cast<size_t>(e.T) + 1, T = static_cast<size_t>(e.T);
-    if (e.T < 0 || !get(*bytes, pos, e.z, S * Z) || !get(*bytes, pos, e.mask, S * N) || !get(*bytes, pos, e.count, S * N) ||
+    size_t sz = 0, sn = 0, tf = 0;
+    if (e.T < 0 || __builtin_mul_overflow(S, Z, &sz) || __builtin_mul_overflow(S, N, &sn) || __builtin_mul_overflow(T, F, &tf) ||
+        sz > bytes->size() || sn > bytes->size() || tf > bytes->size())
+      return Error::bad_input(path + ": episode " + std::to_string(k) + " is impossible for its header");
+    if (!get(*bytes, pos, e.z, S * Z) || !get(*bytes, pos, e.mask, S * N) || !get(*bytes, pos, e.count, S * N) ||
         !get(*bytes, pos, e.xfer, T) || !get(*bytes, pos, e.location, T) || !get(*bytes, pos, e.reward, T) || !get(*bytes, pos, e.done, T) ||
         (F > 0 && !get(*bytes, pos, e.feat, T * F)))
       return Error::bad_input(path + ": truncated at episode " + std::to_string(k));

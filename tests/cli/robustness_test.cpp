@@ -205,6 +205,22 @@ TEST(Robustness, AFifoIsRefusedNotWaitedOn) {
   EXPECT_FALSE(fs::exists(d / "o.onnx"));
 }
 
+// A KV-cache decoder's mask is "past_sequence_length + sequence_length": --input-shape sizes that
+// disagree with it are one usage error, not a verification failure (exit 4) after the work.
+TEST(Robustness, InputShapesMustAgreeWithADimExpression) {
+  TempDir d;
+  const auto model = (kData / "kv_cache_decoder.onnx").string();
+  std::vector<std::string> args{"optimise", model, "-o", (d / "o.onnx").string(), "--search", "none",
+                                "--input-shape", "x:1,1,16", "--input-shape", "past_key:1,2,1,8", "--input-shape", "past_value:1,2,1,8",
+                                "--input-shape", "attention_mask:1,1"};
+  auto r = rlflow(args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  expect_one_error_line(r, "past_sequence_length + sequence_length");
+  args.back() = "attention_mask:1,2";
+  r = rlflow(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // Issue 41: --input-shape that changes a static dim wrote a file declaring the new size. optimise
 // refuses it (exit 2, naming the axis); info may still look at the model at another size.
 TEST(Robustness, AnInputShapeCannotChangeAStaticDimOfTheWrittenFile) {

@@ -656,3 +656,26 @@ TEST(Compare, RandomInputsAreDeterministicPerSeed) {
   EXPECT_FALSE(a[0]->same_content(*c[0]));
   for (auto v : a[1]->as_int64()) EXPECT_TRUE(v == 0 || v == 1);
 }
+
+// Issue 41: a model that divides two integer inputs always failed verification: the random integer
+// inputs were 0 or 1, so the divisor was often 0. A divisor input is drawn from {1, 2}.
+TEST(Compare, IntegerDivisorInputsAreNeverZero) {
+  auto build = [] {
+    GraphBuilder b;
+    auto a = b.input("a", {DType::kInt64, {64}});
+    auto d = b.input("d", {DType::kInt64, {64}});
+    b.output(b.op(OpKind::kDiv, {a, d}), "q");
+    return std::move(b).build();
+  };
+  const auto g = build();
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    auto in = exec::random_inputs(g, seed);
+    ASSERT_EQ(in.size(), 2u);
+    for (double v : in[1]->as_double()) EXPECT_GE(v, 1.0);
+  }
+  exec::CompareOptions o;
+  o.trials = 3;
+  auto c = exec::compare_graphs(g, build(), o);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->ok) << c->message;
+}

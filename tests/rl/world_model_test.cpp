@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "rl/checkpoint.h"
 #include "rl/common.h"
@@ -492,4 +494,27 @@ TEST(WorldModel, MatchFeaturesPredictPerLocationRewardsBetter) {
   EXPECT_LT(with->last.reward_mse, 0.7 * without->last.reward_mse)
       << "with match features " << with->last.reward_mse << ", without " << without->last.reward_mse;
   fs::remove_all(dir);
+}
+
+// Issue 41: a rollout file whose header says num_xfers 2^61 crashed train-world-model (the
+// product S * N wrapped). Impossible headers are refused with a clean error.
+TEST(WorldModelData, AnImpossibleHeaderIsACleanError) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlflow_wm_header_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> headers = {
+      R"({"format": "rlflow-wm-data", "z_dim": 4, "num_xfers": 2305843009213693952, "episodes": 1})",
+      R"({"format": "rlflow-wm-data", "z_dim": -4, "num_xfers": 2, "episodes": 1})",
+      R"({"format": "rlflow-wm-data", "z_dim": "four", "num_xfers": 2, "episodes": 1})",
+      R"({"format": "rlflow-wm-data", "z_dim": 4, "num_xfers": 2, "episodes": 1000000000000})",
+  };
+  for (const auto& h : headers) {
+    SCOPED_TRACE(h);
+    const auto path = (dir / "data.bin").string();
+    std::string bytes = h + "\n" + std::string(64, '\x01');
+    std::ofstream(path, std::ios::binary) << bytes;
+    auto d = rlflow::rl::wm::read_data(path);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.error().code, rlflow::ErrorCode::kBadInput) << d.error().message;
+  }
+  std::filesystem::remove_all(dir);
 }
