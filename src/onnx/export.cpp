@@ -14,6 +14,8 @@
 #include <memory>
 #include <set>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -1002,13 +1004,27 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
   RLFLOW_TRY_STATUS(build_model(g, opts, m.get(), &bulk));
   int64_t bulk_bytes = 0;
   for (const auto& [name, t] : bulk) bulk_bytes += static_cast<int64_t>(t->nbytes());
-  std::string data_path;
   if (bulk_bytes > opts.external_data_threshold) {
-    // Above protobuf's 2 GB limit: weights go to "<file>.data", written tensor by tensor.
-    const std::string data_name = fs::path(path).filename().string() + ".data";
-    data_path = (fs::path(path).parent_path() / data_name).string();
+    // Above protobuf's 2 GB limit: weights go to "<file>.data", written tensor by tensor. The model
+    // and its weights are staged together in a folder beside the output and checked there; only
+    // then do they move into place, the old model first moved aside, so an interruption or a
+    // refused candidate never leaves a model beside weights that are not its own (issue 41: the
+    // old model beside the new weights loaded in onnxruntime and gave wrong numbers).
+    const std::string model_name = fs::path(path).filename().string();
+    const std::string data_name = model_name + ".data";
+    const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+    std::string stage_tmpl = (dir / ("." + model_name + ".stage.XXXXXX")).string();
+    if (!::mkdtemp(stage_tmpl.data())) return Error::bad_input("cannot create a folder in " + dir.string() + " (" + std::strerror(errno) + ")");
+    const fs::path stage(stage_tmpl);
+    struct RemoveStage {
+      fs::path p;
+      ~RemoveStage() {
+        std::error_code e;
+        fs::remove_all(p, e);
+      }
+    } remove_stage{stage};
     std::unordered_map<std::string, std::pair<size_t, size_t>> where;
-    RLFLOW_TRY_STATUS(write_file_atomic(data_path, [&](int fd) {
+    RLFLOW_TRY_STATUS(write_file_atomic((stage / data_name).string(), [&](int fd) {
       size_t offset = 0;
       for (const auto& [name, t] : bulk) {
         size_t done = 0;
@@ -1028,8 +1044,29 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
       if (it != where.end()) add_external_ref(&t, data_name, it->second.first, it->second.second);
     }
     bulk.clear();
+    RLFLOW_TRY_STATUS(write_file_atomic(
+        (stage / model_name).string(),
+        [&](int fd) {
+          const bool ok = write_streamed(fd, *m, bulk);
+          m.reset();
+          return ok;
+        },
+        check_written));
+    // The old model goes first: from here until the new one is in place there is no model at the
+    // path, never one that reads the new weights.
+    const fs::path data_path = dir / data_name, old_model = stage / ("old." + model_name);
+    const bool had_model = fs::exists(path, ec);
+    if (had_model && std::rename(path.c_str(), old_model.c_str()) != 0)
+      return Error::bad_input("cannot move the previous " + path + " aside (" + std::strerror(errno) + ")");
+    if (std::rename((stage / data_name).c_str(), data_path.c_str()) != 0 ||
+        std::rename((stage / model_name).c_str(), path.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      if (had_model) std::rename(old_model.c_str(), path.c_str());
+      return Error::bad_input("cannot move the output into place at " + path + " (" + why + ")");
+    }
+    return {};
   }
-  auto st = write_file_atomic(
+  return write_file_atomic(
       path,
       [&](int fd) {
         const bool ok = write_streamed(fd, *m, bulk);
@@ -1037,8 +1074,6 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
         return ok;
       },
       check_written);
-  if (!st.ok() && !data_path.empty()) fs::remove(data_path, ec);
-  return st;
 }
 
 namespace {

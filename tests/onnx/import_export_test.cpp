@@ -850,6 +850,41 @@ TEST(WriteModelFile, ExternalDataRemovedWhenTheCheckFails) {
   EXPECT_TRUE(dir.entries().empty());
 }
 
+// Issue 41: the weights file was moved into place before the model was checked, so a refused
+// candidate deleted the previous run's weights, and an interrupted write left the old model beside
+// the new weights (onnxruntime loads that pair and gives wrong numbers). Both are staged together
+// and move into place only after the check.
+TEST(WriteModelFile, ARefusedRewriteLeavesThePreviousModelAndWeightsAsTheyWere) {
+  auto model = [](uint64_t seed) {
+    GraphBuilder b;
+    auto x = b.input("x", {DType::kFloat32, {1, 64}});
+    b.output(b.matmul(x, b.weight("w", random_tensor({64, 64}, seed))), "y");
+    return std::move(b).build();
+  };
+  auto opts = export_options();
+  opts.external_data_threshold = 1024;
+  TempDir dir;
+  const auto path = (dir.path() / "m.onnx").string();
+  bool checked_beside_its_weights = false;
+  ASSERT_TRUE(onnxio::write_model_file(model(1), path, opts, {}, [&](const std::string& tmp) -> Status {
+                // The staged model reads the staged weights: a check sees the pair that lands.
+                checked_beside_its_weights = fs::exists(fs::path(tmp).parent_path() / "m.onnx.data");
+                return {};
+              }).ok());
+  EXPECT_TRUE(checked_beside_its_weights);
+  const std::string model_before = slurp(path), data_before = slurp(path + ".data");
+  auto refused = onnxio::write_model_file(model(2), path, opts, {}, [](const std::string&) -> Status { return Error::internal("no"); });
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"m.onnx", "m.onnx.data"}));
+  EXPECT_EQ(slurp(path), model_before);
+  EXPECT_EQ(slurp(path + ".data"), data_before);
+  ASSERT_TRUE(onnxio::write_model_file(model(2), path, opts).ok());
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"m.onnx", "m.onnx.data"}));
+  EXPECT_NE(slurp(path + ".data"), data_before);
+  Graph back = import_ok(path, import_options());
+  EXPECT_TRUE(structurally_equal(model(2), back));
+}
+
 TEST(ReadTensorFile, ReadsATensorProto) {
   TempDir dir;
   onnx::TensorProto t;
