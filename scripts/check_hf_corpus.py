@@ -113,16 +113,7 @@ def summarise_json(doc: Optional[dict]) -> dict:
 
 # ---- inputs ---------------------------------------------------------------------------------------
 
-def vocab_size(model) -> Optional[int]:
-    meta = {p.key: p.value for p in model.metadata_props}
-    if "rlflow_hf.vocab_size" in meta:
-        return int(meta["rlflow_hf.vocab_size"])
-    # Fallback: the embedding table gathered by input_ids.
-    inits = {t.name: t for t in model.graph.initializer}
-    for n in model.graph.node:
-        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == "input_ids" and n.input[0] in inits:
-            return int(inits[n.input[0]].dims[0])
-    return None
+vocab_size = sb.vocab_size  # the embedding size that input ids are drawn below
 
 
 def concrete_shape(vi, batch: int, seq: int) -> List[int]:

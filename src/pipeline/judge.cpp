@@ -43,13 +43,17 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   report_.verification.seed = o.seed;
 }
 
-Expected<ir::Graph> Judge::import_written(const std::string& tmp_path) const {
+Expected<ir::Graph> Judge::import_at(const std::string& path, const std::map<std::string, int64_t>& sizes) const {
   onnxio::ImportOptions io;
   io.evaluator = &ex_;
-  io.dim_values = dynamic_dims_;    // the sizes the input was optimised at
+  io.dim_values = sizes;
   io.fixed_dims = fixed_dims_;
   io.share_weights_with = &original_;  // equal weights are held once
-  auto written = onnxio::import_model_file(tmp_path, io);
+  return onnxio::import_model_file(path, io);
+}
+
+Expected<ir::Graph> Judge::import_written(const std::string& tmp_path) const {
+  auto written = import_at(tmp_path, dynamic_dims_);  // the sizes the input was optimised at
   if (!written) return Error::internal("re-importing the exported model failed: " + written.error().message);
   return written;
 }
@@ -95,12 +99,7 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
     }
     // A dynamic model is checked again at each binding: a rewrite that baked in a size fails here.
     const auto tv2 = std::chrono::steady_clock::now();
-    onnxio::ImportOptions io2;
-    io2.evaluator = &ex_;
-    io2.dim_values = bindings_[k].sizes;
-    io2.fixed_dims = fixed_dims_;
-    io2.share_weights_with = &original_;
-    auto written2 = onnxio::import_model_file(tmp_path, io2);
+    auto written2 = import_at(tmp_path, bindings_[k].sizes);
     Expected<exec::Comparison> cmp2 = Error::internal("not compared");
     if (written2) cmp2 = exec::compare_graphs(**in, *written2, co);
     t_verify_ += seconds_since(tv2);
@@ -128,12 +127,7 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
 Expected<const ir::Graph*> Judge::input_at(size_t k) {
   if (!tried_at_[k]) {
     tried_at_[k] = true;
-    onnxio::ImportOptions io;
-    io.evaluator = &ex_;
-    io.dim_values = bindings_[k].sizes;
-    io.fixed_dims = fixed_dims_;
-    io.share_weights_with = &original_;
-    auto g = onnxio::import_model_file(o_.model, io);
+    auto g = import_at(o_.model, bindings_[k].sizes);
     if (g && o_.opset > 0) {
       if (auto st = onnxio::set_output_opset(&*g, o_.opset); !st.ok()) g = st.error();
     }
@@ -217,12 +211,7 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
     if (!base) return base.error().with_context("measuring the input at the " + bindings_[k].str());
     decode_base_id_ = *base;
   }
-  onnxio::ImportOptions io;
-  io.evaluator = &ex_;
-  io.dim_values = bindings_[k].sizes;
-  io.fixed_dims = fixed_dims_;
-  io.share_weights_with = &original_;
-  auto w = onnxio::import_model_file(tmp_path, io);
+  auto w = import_at(tmp_path, bindings_[k].sizes);
   if (!w) return Error::internal("re-importing the result at the " + bindings_[k].str() + ": " + w.error().message);
   auto cand = measurer_->runner->load({tmp_path, *w});
   if (!cand) return cand.error().with_context("measuring the result at the " + bindings_[k].str());

@@ -52,6 +52,8 @@ class Judge {
   double seconds_measure() const { return t_measure_; }
 
  private:
+  // A file imported at these sizes of its symbols (and the --fix ones), sharing the input's weights.
+  Expected<ir::Graph> import_at(const std::string& path, const std::map<std::string, int64_t>& sizes) const;
   Expected<ir::Graph> import_written(const std::string& tmp_path) const;
   // The input imported at binding k (null where it does not import there: that binding is not
   // checked, and the report says why).

@@ -185,40 +185,6 @@ TEST(Malformed, UnsupportedDtypesAreACleanErrorNamingTheDtype) {
   EXPECT_NE(e.message.find("FLOAT8E5M2"), std::string::npos) << e.message;
 }
 
-TEST(Malformed, ExternalDataFieldsAreParsedWithChecks) {
-  const fs::path dir = fs::temp_directory_path() / ("rlflow_extdata_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  { std::ofstream(dir / "w.bin", std::ios::binary) << std::string(64, '\0'); }
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"offset", "12abc"}, {"offset", "-8"}, {"length", "99999999999999999999999"}, {"offset", ""}}) {
-    SCOPED_TRACE(key + "=" + value);
-    auto m = one_graph_model();
-    auto* g = m.mutable_graph();
-    add_value(g->add_input(), "x", onnx::TensorProto::FLOAT, {4});
-    add_value(g->add_output(), "y", onnx::TensorProto::FLOAT, {4});
-    auto* w = g->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(4);
-    w->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto* loc = w->add_external_data();
-    loc->set_key("location");
-    loc->set_value("w.bin");
-    auto* kv = w->add_external_data();
-    kv->set_key(key);
-    kv->set_value(value);
-    auto* add = g->add_node();
-    add->set_op_type("Add");
-    add->add_input("x");
-    add->add_input("w");
-    add->add_output("y");
-    const Error e = import_bytes_error(m, "ext.onnx", dir.string());
-    EXPECT_EQ(e.code, ErrorCode::kBadInput) << e.message;
-    EXPECT_NE(e.message.find(key), std::string::npos) << e.message;
-  }
-  fs::remove_all(dir);
-}
-
 namespace {
 // y = x + w, with w's 4 floats in the external data file `location`, and w's initializer declared
 // with `dims` (4 floats unless given).
@@ -243,6 +209,24 @@ onnx::ModelProto external_add_model(const std::string& location, int64_t dims = 
   return m;
 }
 }  // namespace
+
+TEST(Malformed, ExternalDataFieldsAreParsedWithChecks) {
+  const fs::path dir = fs::temp_directory_path() / ("rlflow_extdata_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  { std::ofstream(dir / "w.bin", std::ios::binary) << std::string(64, '\0'); }
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"offset", "12abc"}, {"offset", "-8"}, {"length", "99999999999999999999999"}, {"offset", ""}}) {
+    SCOPED_TRACE(key + "=" + value);
+    auto m = external_add_model("w.bin");
+    auto* kv = m.mutable_graph()->mutable_initializer(0)->add_external_data();
+    kv->set_key(key);
+    kv->set_value(value);
+    const Error e = import_bytes_error(m, "ext.onnx", dir.string());
+    EXPECT_EQ(e.code, ErrorCode::kBadInput) << e.message;
+    EXPECT_NE(e.message.find(key), std::string::npos) << e.message;
+  }
+  fs::remove_all(dir);
+}
 
 // Issue 41: an external-data location that is a symlink out of the model's folder (to
 // /etc/passwd, say) was read and its bytes written into the output. onnxruntime refuses it; so
