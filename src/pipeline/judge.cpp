@@ -37,8 +37,6 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   for (size_t k = 0; k < bindings_.size(); ++k)
     if (bindings_[k].label == "decode step") decode_ = static_cast<int>(k);
   inputs_at_.resize(bindings_.size());
-  input_fails_at_.resize(bindings_.size());
-  tried_at_.assign(bindings_.size(), false);
   report_.verification.enabled = o.verify;
   report_.verification.seed = o.seed;
 }
@@ -92,7 +90,7 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
   for (size_t k = 0; k < bindings_.size(); ++k) {
     auto in = input_at(k);
     if (!in) return in.error();
-    VerificationReport::Binding entry{bindings_[k].label, bindings_[k].sizes, false, 0, input_fails_at_[k]};
+    VerificationReport::Binding entry{bindings_[k].label, bindings_[k].sizes, false, 0, inputs_at_[k].fails};
     if (!*in) {
       report_.verification.bindings.push_back(std::move(entry));
       continue;
@@ -125,8 +123,9 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
 }
 
 Expected<const ir::Graph*> Judge::input_at(size_t k) {
-  if (!tried_at_[k]) {
-    tried_at_[k] = true;
+  auto& at = inputs_at_[k];
+  if (!at.tried) {
+    at.tried = true;
     auto g = import_at(o_.model, bindings_[k].sizes);
     if (g && o_.opset > 0) {
       if (auto st = onnxio::set_output_opset(&*g, o_.opset); !st.ok()) g = st.error();
@@ -134,13 +133,13 @@ Expected<const ir::Graph*> Judge::input_at(size_t k) {
     // The input itself may not run at every binding (a conv stack longer than one token, a
     // position table shorter than the primes): that binding is then not checked, and said so.
     if (!g) {
-      input_fails_at_[k] = "the input does not import at these sizes: " + g.error().message;
-      spdlog::warn("not verifying at {}: {}", bindings_[k].str(), input_fails_at_[k]);
+      at.fails = "the input does not import at these sizes: " + g.error().message;
+      spdlog::warn("not verifying at {}: {}", bindings_[k].str(), at.fails);
     } else {
-      inputs_at_[k] = std::move(*g);
+      at.graph = std::move(*g);
     }
   }
-  return inputs_at_[k] ? &*inputs_at_[k] : nullptr;
+  return at.graph ? &*at.graph : nullptr;
 }
 
 Expected<Verdict> Judge::at_every_binding(const Candidate& c, std::vector<ir::Graph>& made, std::string& why) {

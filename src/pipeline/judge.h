@@ -75,9 +75,13 @@ class Judge {
   const ir::Graph& original_;
   std::map<std::string, int64_t> dynamic_dims_, fixed_dims_;
   std::vector<ir::Binding> bindings_;  // besides the representative one
-  std::vector<std::optional<ir::Graph>> inputs_at_;
-  std::vector<std::string> input_fails_at_;  // why the input does not import at a binding ("" where it does)
-  std::vector<bool> tried_at_;
+  // The input at each binding, imported on first use; `fails` says why it does not import there.
+  struct InputAt {
+    bool tried = false;
+    std::optional<ir::Graph> graph;
+    std::string fails;
+  };
+  std::vector<InputAt> inputs_at_;
   std::optional<cost::MemoCost> memo_;
   std::string cost_kind_;
   double before_ms_ = 0, written_ms_ = 0;

@@ -83,6 +83,59 @@ Expected<std::map<std::string, int64_t>> parse_fixed_dims(const std::vector<std:
   return out;
 }
 
+namespace {
+
+bool too_short(const Error& e) { return e.message.find("larger than padded input") != std::string::npos; }
+
+// A conv or pool stack over a long axis (raw audio) may need more than the representative size of
+// a symbol: the sizes of every symbol but the batch are doubled until the model imports, the
+// smallest that imports is found by bisection (stats->min_dims), and the model is imported at
+// twice that, where the stack's output is longer than 1. One warning line says so.
+Expected<ir::Graph> fit_sizes(const std::string& path, onnxio::ImportOptions io, onnxio::ImportStats* stats, Error first) {
+  const auto base = stats->dynamic_dims;
+  auto at = [&](int64_t factor_num, int64_t factor_den) {
+    std::map<std::string, int64_t> sizes;
+    for (const auto& [name, size] : base)
+      sizes[name] = ir::symbol_role(name) == ir::SymbolRole::kBatch ? size : std::max<int64_t>(1, size * factor_num / factor_den);
+    return sizes;
+  };
+  auto import_at = [&](std::map<std::string, int64_t> sizes, onnxio::ImportStats* st) {
+    io.dim_values = std::move(sizes);
+    *st = onnxio::ImportStats{};
+    return onnxio::import_model_file(path, io, st);
+  };
+  int64_t lo = 1, hi = 0;  // factors (x base): lo fails, hi imports
+  for (int64_t f = 2; f <= 256 && hi == 0; f *= 2) {
+    auto retry = import_at(at(f, 1), stats);
+    if (retry) hi = f;
+    else if (!too_short(retry.error())) return retry.error();
+    else lo = f;
+  }
+  if (hi == 0) return first.with_context(path + " (its sizes were doubled up to 256 times and it still does not fit; pass --input-shape)");
+  // The smallest size in [lo, hi] x base that imports, to 1/16 of base.
+  int64_t lo16 = lo * 16, hi16 = hi * 16;
+  while (hi16 - lo16 > 1) {
+    const int64_t mid = (lo16 + hi16) / 2;
+    onnxio::ImportStats probe;
+    if (import_at(at(mid, 16), &probe)) hi16 = mid;
+    else lo16 = mid;
+  }
+  auto g = import_at(at(2 * hi16, 16), stats);
+  if (!g) return g.error().with_context(path);
+  stats->min_dims.clear();
+  for (const auto& [name, size] : at(hi16, 16))
+    if (ir::symbol_role(name) != ir::SymbolRole::kBatch) stats->min_dims[name] = size;
+  std::string dims, mins;
+  for (const auto& [name, size] : stats->dynamic_dims) dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(size);
+  for (const auto& [name, size] : stats->min_dims) mins += (mins.empty() ? "" : ", ") + name + " >= " + std::to_string(size);
+  spdlog::warn("{}: the model's conv or pool stack needs longer inputs than the default sizes ({}); optimised at {} (--input-shape "
+               "chooses others)",
+               path, mins, dims);
+  return g;
+}
+
+}  // namespace
+
 Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::string>& shapes, const exec::Executor& ex,
                                onnxio::ImportStats* stats, int64_t memory_limit_mb, const std::map<std::string, int64_t>& fixed_dims,
                                bool keep_static_dims) {
@@ -96,59 +149,7 @@ Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::s
   onnxio::ImportStats local;
   if (!stats) stats = &local;
   auto g = onnxio::import_model_file(path, io, stats);
-  // A conv or pool stack over a long axis (raw audio) may need more than the representative size
-  // of a symbol: the sizes of every symbol but the batch are doubled until the model imports, then
-  // the smallest that imports is found by bisection, and reported.
-  auto too_short = [](const Error& e) { return e.message.find("larger than padded input") != std::string::npos; };
-  if (!g && too_short(g.error()) && parsed->empty() && !stats->dynamic_dims.empty()) {
-    const auto base = stats->dynamic_dims;
-    auto at = [&](int64_t factor_num, int64_t factor_den) {
-      std::map<std::string, int64_t> sizes;
-      for (const auto& [name, size] : base)
-        sizes[name] = ir::symbol_role(name) == ir::SymbolRole::kBatch ? size : std::max<int64_t>(1, size * factor_num / factor_den);
-      return sizes;
-    };
-    int64_t lo = 1, hi = 0;  // factors (x base): lo fails, hi imports
-    for (int64_t f = 2; f <= 256 && hi == 0; f *= 2) {
-      io.dim_values = at(f, 1);
-      *stats = onnxio::ImportStats{};
-      auto retry = onnxio::import_model_file(path, io, stats);
-      if (retry) {
-        hi = f;
-        g = std::move(retry);
-      } else if (!too_short(retry.error())) {
-        return retry.error();
-      } else {
-        lo = f;
-      }
-    }
-    if (hi == 0) return g.error().with_context(path + " (its sizes were doubled up to 256 times and it still does not fit; pass --input-shape)");
-    // The smallest size in [lo, hi] x base that imports, to 1/16 of base.
-    int64_t lo16 = lo * 16, hi16 = hi * 16;
-    while (hi16 - lo16 > 1) {
-      const int64_t mid = (lo16 + hi16) / 2;
-      io.dim_values = at(mid, 16);
-      onnxio::ImportStats probe;
-      if (onnxio::import_model_file(path, io, &probe)) hi16 = mid;
-      else lo16 = mid;
-    }
-    // The representative size is twice the smallest, where the stack's output is longer than 1.
-    io.dim_values = at(2 * hi16, 16);
-    *stats = onnxio::ImportStats{};
-    auto twice = onnxio::import_model_file(path, io, stats);
-    if (!twice) return twice.error().with_context(path);
-    g = std::move(twice);
-    stats->min_dims.clear();
-    for (const auto& [name, size] : at(hi16, 16))
-      if (ir::symbol_role(name) != ir::SymbolRole::kBatch) stats->min_dims[name] = size;
-    std::string dims;
-    for (const auto& [name, size] : stats->dynamic_dims) dims += (dims.empty() ? "" : ", ") + name + "=" + std::to_string(size);
-    std::string mins;
-    for (const auto& [name, size] : stats->min_dims) mins += (mins.empty() ? "" : ", ") + name + " >= " + std::to_string(size);
-    spdlog::warn("{}: the model's conv or pool stack needs longer inputs than the default sizes ({}); optimised at {} (--input-shape "
-                 "chooses others)",
-                 path, mins, dims);
-  }
+  if (!g && parsed->empty() && !stats->dynamic_dims.empty() && too_short(g.error())) g = fit_sizes(path, io, stats, g.error());
   if (!g) return g;
   if (auto st = check_memory(*g, memory_limit_mb); !st.ok()) return st.error().with_context(path);
   return g;

@@ -300,14 +300,15 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
       }
     }
     // Each candidate can be made again from the input imported at other sizes, the same way.
+    // `attention`: whether the composites fused include the attention chains (none fused: nullopt).
     const bool fused = o.search != "none" && o.composites;
     for (auto& c : cands) {
-      const int mode = c.label == kNoAttention ? 2 : fused ? 1 : 0;
-      std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(c.label == kNoAttention ? 0 : c.steps));
-      c.rebuild = [mode, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
-        ir::Graph g = mode == 0 ? in : ir::recognise_composites(in, nullptr, std::nullopt, mode == 1);
-        auto replayed = search::replay(g, *rules, steps);
-        if (!replayed) return replayed.error().code == ErrorCode::kInternal ? Error::bad_input(replayed.error().message) : replayed.error();
+      const bool no_attention = c.label == kNoAttention;
+      const std::optional<bool> attention = no_attention ? std::optional(false) : fused ? std::optional(true) : std::nullopt;
+      std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(no_attention ? 0 : c.steps));
+      c.rebuild = [attention, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
+        auto replayed = search::replay(attention ? ir::recognise_composites(in, nullptr, std::nullopt, *attention) : in, *rules, steps);
+        if (!replayed) return replayed.error();
         return ir::fold_constants(*replayed, ex);
       };
     }
