@@ -390,7 +390,10 @@ class Matcher {
     if (d % 2 != 0) return std::nullopt;
     auto cache_ok = [&](ValueRef c) {
       const TensorType& t = g_.type(c);
-      return t.dtype == r.outputs[0].dtype && t.shape == Shape{xs[0], 1, xs[2], d} && equal_halves(c);
+      // The dynamo exporter computes the caches from positions without a batch axis: (1, 1, S, D),
+      // broadcast over the batch; half_cache then expands them to the batch.
+      return t.dtype == r.outputs[0].dtype && (t.shape == Shape{xs[0], 1, xs[2], d} || t.shape == Shape{1, 1, xs[2], d}) &&
+             equal_halves(c);
     };
     for (int k = 0; k < 2; ++k) {
       const ValueRef a = r.inputs[static_cast<size_t>(k)], b = r.inputs[static_cast<size_t>(1 - k)];
@@ -440,7 +443,7 @@ class Matcher {
   // each node interior: returns x and Hkv.
   std::optional<std::pair<ValueRef, int64_t>> repeat_kv(ValueRef v, std::vector<NodeId>* nodes) const {
     const Node& rn = node(v);
-    if (rn.kind != OpKind::kReshape || !interior(v.node)) return std::nullopt;
+    if (!reshape(rn) || !interior(v.node)) return std::nullopt;
     const ValueRef e = rn.inputs[0];
     const Node& en = node(e);
     if (!opaque_named(en, "Expand") || en.inputs.empty() || !interior(e.node)) return std::nullopt;
@@ -471,9 +474,14 @@ class Matcher {
     AttentionPlan plan;
     plan.flat = rank == 3;
     plan.v = r.inputs[1];
-    const ValueRef probs = through_noop_casts(r.inputs[0], &nodes);
+    ValueRef probs = through_noop_casts(r.inputs[0], &nodes);
+    // torch.onnx writes SDPA's probabilities as Where(IsNaN(p), 0, p): NaN rows, which only a fully
+    // masked row with an infinite fill (or a NaN input) makes, become 0. Taken only where the fill is
+    // finite (checked below), so that for every finite input the guard changes nothing.
+    const bool nan_guard = this->nan_guard(&probs, &nodes);
     const Node& pn = node(probs);
-    if (pn.kind != OpKind::kSoftmax || !interior(probs.node) || std::get<AxisParams>(pn.params).axis != rank - 1) return std::nullopt;
+    if (pn.kind != OpKind::kSoftmax || !interior(probs.node, nan_guard ? 2 : 1) || std::get<AxisParams>(pn.params).axis != rank - 1)
+      return std::nullopt;
     nodes.push_back(probs.node);
     ValueRef x = through_noop_casts(pn.inputs[0], &nodes);
     const Shape scores_shape = g_.type(x).shape;
@@ -513,7 +521,22 @@ class Matcher {
         }
       }
       plan.q = q;
-      const ValueRef kt = mn.inputs[1];
+      ValueRef kt = mn.inputs[1];
+      // torch.onnx's SDPA scales Q and K^T each by sqrt(scale).
+      if (const Node& sk = node(kt); sk.kind == OpKind::kMul && interior(kt.node)) {
+        for (int k = 0; k < 2; ++k) {
+          auto c = scalar(sk.inputs[static_cast<size_t>(k)]);
+          if (!c || *c == 0) continue;
+          plan.scale *= *c;
+          ns->push_back(kt.node);
+          kt = sk.inputs[static_cast<size_t>(1 - k)];
+          break;
+        }
+      }
+      if (auto k = flat_transposed(kt, ns)) {  // torch.onnx's K^T through (B*H, E, L)
+        plan.k = *k;
+        return true;
+      }
       const Node& kn = node(kt);
       std::vector<int64_t> swap(static_cast<size_t>(rank));
       for (int64_t i = 0; i < rank; ++i) swap[static_cast<size_t>(i)] = i;
@@ -583,6 +606,7 @@ class Matcher {
       if (causal) plan.causal = true;
       else plan.mask = add_mask;
     }
+    if (nan_guard && !finite_mask(plan)) return std::nullopt;
     // Types and shapes: Q (.., S, E), K (.., L, E), V (.., L, Ev), the batch dims equal.
     const TensorType& qt = g_.type(plan.q);
     const TensorType& vt = g_.type(plan.v);
@@ -624,6 +648,52 @@ class Matcher {
     return plan;
   }
 
+  // p = Where(IsNaN(s), 0, s) with both nodes interior: moves p to s, the nodes into the chain.
+  bool nan_guard(ValueRef* p, std::vector<NodeId>* nodes) const {
+    const Node& wn = node(*p);
+    if (!opaque_named(wn, "Where") || wn.inputs.size() != 3 || !interior(p->node)) return false;
+    const ValueRef cond = wn.inputs[0], s = wn.inputs[2];
+    const Node& cn = node(cond);
+    auto zero = scalar(wn.inputs[1]);
+    if (!opaque_unary(cn, "IsNaN") || cn.inputs[0] != s || !interior(cond.node) || !zero || *zero != 0.0) return false;
+    nodes->insert(nodes->end(), {p->node, cond.node});
+    *p = s;
+    return true;
+  }
+
+  // Whether every mask value the plan adds is finite: a Where(c, a, b) of finite scalars (torch's
+  // boolean-to-float mask), a finite constant, or none.
+  bool finite_mask(const AttentionPlan& plan) const {
+    auto finite = [](const std::vector<double>& v) { return std::all_of(v.begin(), v.end(), [](double e) { return std::isfinite(e); }); };
+    if (plan.bias && !finite(plan.bias->as_double())) return false;
+    if (!plan.mask) return true;
+    const Node& mn = node(*plan.mask);
+    if (mn.kind == OpKind::kWeight) return mn.value && finite(mn.value->as_double());
+    if (!opaque_named(mn, "Where") || mn.inputs.size() != 3) return false;
+    auto a = scalar(mn.inputs[1]), b = scalar(mn.inputs[2]);
+    return a && b && std::isfinite(*a) && std::isfinite(*b);
+  }
+
+  // K^T written as Reshape(Transpose(Reshape(K, (B*H, L, E)), (0, 2, 1)), (B, H, E, L)), each node
+  // interior: returns K (B, H, L, E).
+  std::optional<ValueRef> flat_transposed(ValueRef kt, std::vector<NodeId>* ns) const {
+    const Node& r2 = node(kt);
+    if (!reshape(r2) || !interior(kt.node)) return std::nullopt;
+    const ValueRef t = r2.inputs[0];
+    const Node& tn = node(t);
+    if (tn.kind != OpKind::kTranspose || !interior(t.node) || std::get<TransposeParams>(tn.params).perm != std::vector<int64_t>{0, 2, 1})
+      return std::nullopt;
+    const ValueRef r1 = tn.inputs[0];
+    const Node& r1n = node(r1);
+    if (!reshape(r1n) || !interior(r1.node)) return std::nullopt;
+    const ValueRef k = r1n.inputs[0];
+    const Shape& ks = g_.type(k).shape;
+    if (ks.size() != 4 || g_.type(r1).shape != Shape{ks[0] * ks[1], ks[2], ks[3]} || g_.type(kt).shape != Shape{ks[0], ks[1], ks[3], ks[2]})
+      return std::nullopt;
+    ns->insert(ns->end(), {kt.node, t.node, r1.node});
+    return k;
+  }
+
   // Where(c, scores, -big) with c a bool constant of a shape broadcasting to the scores: a causal c
   // becomes is_causal, any other c the op's bool mask.
   template <class BigNegative, class Scores>
@@ -649,6 +719,10 @@ class Matcher {
     return true;
   }
 
+  // A Reshape, with a constant target (the IR's) or one computed at run time (an opaque one, as the
+  // dynamo exporter writes them from Shape): a chain that removes it needs only its types.
+  bool reshape(const Node& n) const { return n.kind == OpKind::kReshape || opaque_named(n, "Reshape"); }
+
   bool opaque_named(const Node& n, std::string_view type) const {
     if (n.kind != OpKind::kOpaque) return false;
     const auto& p = std::get<OpaqueParams>(n.params);
@@ -666,12 +740,47 @@ class Matcher {
   std::vector<bool> claimed_;
 };
 
+ValueRef add_node(Graph* g, OpKind kind, OpParams params, std::vector<ValueRef> inputs, TensorType out) {
+  Node n;
+  n.kind = kind;
+  n.params = std::move(params);
+  n.inputs = std::move(inputs);
+  n.outputs = {std::move(out)};
+  return {g->add(std::move(n)), 0};
+}
+
+ValueRef add_weight(Graph* g, TensorPtr value, const std::string& name) {
+  Node w;
+  w.kind = OpKind::kWeight;
+  w.outputs = {{value->dtype(), value->shape()}};
+  w.value = std::move(value);
+  w.name = name;
+  return {g->add(std::move(w)), 0};
+}
+
+ValueRef add_opaque(Graph* g, const char* op_type, std::vector<ValueRef> inputs, TensorType out) {
+  OpaqueParams p;
+  p.op_type = op_type;
+  p.since_version = g->meta().opset("");
+  for (size_t k = 0; k < inputs.size(); ++k) p.input_slots.push_back(static_cast<int64_t>(k));
+  p.output_slots = {0};
+  return add_node(g, OpKind::kOpaque, std::move(p), std::move(inputs), std::move(out));
+}
+
 // The (B, S, D/2) cache RotaryEmbedding reads for a (B, 1, S, D) cos or sin whose halves are equal:
 // its first half, as a new weight when it is one, else sliced off (once per value, for q and k alike).
-ValueRef half_cache(Graph* g, ValueRef c, std::map<std::pair<NodeId, int>, ValueRef>* memo) {
+// A (1, 1, S, D) one shared by the batch is expanded to x's batch, read at run time
+// (Expand(cache, Concat(Shape(x)[0], [1, 1]))), whenever the batch can vary: the op takes no
+// broadcast cache, and a batch of 1 written in would hold at batch 1 only. (A cache that already
+// has the batch passes through the Expand unchanged.)
+ValueRef half_cache(Graph* g, ValueRef c, ValueRef x, std::map<std::pair<NodeId, int>, ValueRef>* memo) {
   const auto key = std::make_pair(c.node, c.index);
   if (auto it = memo->find(key); it != memo->end()) return it->second;
   const TensorType t = g->type(c);
+  const int64_t batch = g->type(x).shape[0];
+  // In a dynamic graph the expansion is written whatever the sizes here: at batch 1 a cache that
+  // follows the batch and one that does not look alike, and the graph must be the same at every size.
+  const bool expand = t.shape[0] != batch || g->meta().dynamic();
   const int64_t h = t.shape[3] / 2;
   const Shape half{t.shape[0], t.shape[2], h};
   const Node& src = g->node(c.node);
@@ -701,6 +810,14 @@ ValueRef half_cache(Graph* g, ValueRef c, std::map<std::pair<NodeId, int>, Value
     q.outputs = {{t.dtype, half}};
     out = {g->add(std::move(q)), 0};
   }
+  if (expand) {
+    const ValueRef shape = add_opaque(g, "Shape", {x}, {DType::kInt64, {4}});
+    const ValueRef zero = add_weight(g, Tensor::i64({0}), g->node(c.node).name + "_batch_axis");
+    const ValueRef b = add_node(g, OpKind::kGather, AxisParams{0}, {shape, zero}, {DType::kInt64, {1}});
+    const ValueRef ones = add_weight(g, Tensor::i64({1, 1}), g->node(c.node).name + "_cache_dims");
+    const ValueRef target = add_node(g, OpKind::kConcat, AxisParams{0}, {b, ones}, {DType::kInt64, {3}});
+    out = add_opaque(g, "Expand", {out, target}, {t.dtype, {batch, t.shape[2], t.shape[3] / 2}});
+  }
   memo->emplace(key, out);
   return out;
 }
@@ -724,24 +841,6 @@ std::vector<double> broadcast_values(const Tensor& t, const Shape& to) {
     }
   }
   return out;
-}
-
-ValueRef add_node(Graph* g, OpKind kind, OpParams params, std::vector<ValueRef> inputs, TensorType out) {
-  Node n;
-  n.kind = kind;
-  n.params = std::move(params);
-  n.inputs = std::move(inputs);
-  n.outputs = {std::move(out)};
-  return {g->add(std::move(n)), 0};
-}
-
-ValueRef add_weight(Graph* g, TensorPtr value, const std::string& name) {
-  Node w;
-  w.kind = OpKind::kWeight;
-  w.outputs = {{value->dtype(), value->shape()}};
-  w.value = std::move(value);
-  w.name = name;
-  return {g->add(std::move(w)), 0};
 }
 
 // The Attention op for a recognised chain, its operands built in g; returns the node that replaces
@@ -882,13 +981,22 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
     // A rotary embedding reads caches that are new nodes, added after its root: sorted again below.
     bool added = false;
     std::map<std::pair<NodeId, int>, ValueRef> caches;
+    // A cache expanded to the batch reads the batch off the earliest x among the rotary ops that
+    // share it: every other one comes after that x, so no cycle can form.
+    std::map<std::pair<NodeId, int>, ValueRef> batch_of;
+    for (const auto& [id, n] : replace)
+      if (n.kind == OpKind::kRotaryEmbedding)
+        for (size_t k = 1; k < 3; ++k) {
+          auto [it, fresh] = batch_of.emplace(std::make_pair(n.inputs[k].node, n.inputs[k].index), n.inputs[0]);
+          if (!fresh && n.inputs[0].node < it->second.node) it->second = n.inputs[0];
+        }
     for (auto& [id, n] : replace) {
       if (auto it = attention.find(id); it != attention.end()) {
         n = build_attention(&out, g.node(id), it->second);
         added = true;
       }
       if (n.kind == OpKind::kRotaryEmbedding) {
-        for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], &caches);
+        for (size_t k = 1; k < 3; ++k) n.inputs[k] = half_cache(&out, n.inputs[k], batch_of.at({n.inputs[k].node, n.inputs[k].index}), &caches);
         added = true;
       }
       out.mutable_node(id) = std::move(n);

@@ -756,19 +756,26 @@ Status Exporter::run() {
   const auto& meta = g_.meta();
   // Other bindings help only node for node; a graph that differs at them is written as before,
   // at its representative sizes (and size_dependent_constants then names what differs).
+  std::string differs;
   auto same_structure = [&](const ir::Graph& o) {
-    if (o.size() != g_.size()) return false;
+    if (o.size() != g_.size()) {
+      differs = std::to_string(o.size()) + " nodes against " + std::to_string(g_.size());
+      return false;
+    }
     for (size_t i = 0; i < g_.size(); ++i) {
       const auto& a = g_.node(static_cast<NodeId>(i));
       const auto& b = o.node(static_cast<NodeId>(i));
-      if (a.kind != b.kind || a.inputs != b.inputs || a.outputs.size() != b.outputs.size()) return false;
-      for (size_t k = 0; k < a.outputs.size(); ++k)
-        if (a.outputs[k].rank() != b.outputs[k].rank()) return false;
+      bool same = a.kind == b.kind && a.inputs == b.inputs && a.outputs.size() == b.outputs.size();
+      for (size_t k = 0; same && k < a.outputs.size(); ++k) same = a.outputs[k].rank() == b.outputs[k].rank();
+      if (!same) {
+        differs = "at node " + ir::node_label(g_, static_cast<NodeId>(i));
+        return false;
+      }
     }
     return true;
   };
   if (!std::all_of(others_.begin(), others_.end(), same_structure)) {
-    spdlog::debug("export: the graph differs at other bindings; shape operands are written at its own sizes");
+    spdlog::debug("export: the graph differs at another binding ({}); shape operands are written at its own sizes", differs);
     others_.clear();
   }
   opset_ = meta.opset("");

@@ -232,6 +232,27 @@ TEST_F(PipelineTest, AKvCacheDecoderIsOptimisedAndVerifiedAtADecodeStep) {
   }
 }
 
+// Decoders from torch's default (dynamo) exporter (tests/data/decoders, scripts/export_decoders.py):
+// reshapes computed from Shape, the rotary caches without a batch axis, SDPA scaled on Q and K^T with
+// a NaN guard, GQA through a run-time Expand. At opset 23 every RMSNorm, rotary and attention chain
+// fuses, and the file holds at every size, at batch 3 too (where the exporter's own opset-23 file,
+// which bakes a rotary cache of batch 1 in, fails).
+TEST_F(PipelineTest, ADynamoExportedDecoderWithACacheGetsEveryFusionAndHoldsAtEverySize) {
+  auto o = options("decoders/llama_past.dynamo20.onnx");
+  o.opset = 23;
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->chosen.has_value()) << r->kept_input;
+  EXPECT_EQ(r->composites.rms_norm, 5);
+  EXPECT_EQ(r->composites.rotary_embedding, 4);
+  EXPECT_EQ(r->composites.attention, 2);
+  ASSERT_TRUE(r->cost.has_value());
+  EXPECT_LT(r->cost->after_ms, 0.9 * r->cost->before_ms);
+  for (const auto& b : r->verification.bindings) EXPECT_TRUE(b.checked) << b.label << ": " << b.note;
+  for (auto [batch, seq, past] : {std::tuple{1, 1, 29}, {3, 37, 17}, {2, 5, 1}})
+    expect_same_at(o.model, o.output, {{"batch_size", batch}, {"sequence_length", seq}, {"past_sequence_length", past}});
+}
+
 // --fix batch_size=1: the batch is static in the written file; the other symbols stay symbolic and
 // are the ones verified at other sizes.
 TEST_F(PipelineTest, AFixedSymbolIsStaticInTheOutputAndTheOthersStayDynamic) {
