@@ -3,6 +3,7 @@
 of tests/data/decoders, which CI checks at every size without this script's venv.
 
     export_decoders.py [--out-dir tests/data/decoders] [--names llama ...] [--force]
+                       [--size tiny|medium] [--variants 20 past20 23 past23]
 
 Runs in the torch 2.x venv (scripts/torch2_corpus makes it; requirements-torch2.txt pins torch,
 onnx, onnxscript and transformers). Each family is built from its transformers config class with
@@ -18,6 +19,10 @@ debug records are dropped), and written three ways:
                              present.N.key/value out
   <name>.dynamo23.onnx       the exporter at opset 23, where its own fusions (onnxscript's) write
                              RMSNormalization, RotaryEmbedding and Attention
+  <name>_past.dynamo23.onnx  the with-past one at opset 23 (not a fixture: --variants past23)
+
+--size medium (hidden 512, 8 heads of 64 over 2 kv heads, 4 layers; about 40 MB a file, never
+committed) is for measuring (scripts/measure_decoders).
 
 torch.export names the mask's length an independent dim; the with-past files name it
 "past_sequence_length + sequence_length", which is what it is (optimum writes the same), so that a
@@ -46,32 +51,40 @@ FAMILIES = {
     "qwen2": ("Qwen2Config", dict(tie_word_embeddings=True)),
     "gemma": ("GemmaConfig", dict(head_dim=8, hidden_activation="gelu_pytorch_tanh")),
 }
-LAYERS = COMMON["num_hidden_layers"]
-KV_HEADS, HEAD_DIM = 2, 8
+MEDIUM = dict(vocab_size=2048, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8,
+              num_key_value_heads=2, max_position_embeddings=2048)
+SIZES = {"tiny": COMMON, "medium": MEDIUM}
+VARIANTS = {"20": ("", 20), "past20": ("_past", 20), "23": ("", 23), "past23": ("_past", 23)}
 
 
-def build(name: str):
+def build(name: str, size: str):
     import torch
     import transformers
 
     cls, extra = FAMILIES[name]
-    config = getattr(transformers, cls)(**COMMON, **extra)
+    extra = dict(extra)
+    if "head_dim" in extra:
+        extra["head_dim"] = SIZES[size]["hidden_size"] // SIZES[size]["num_attention_heads"]
+    config = getattr(transformers, cls)(**SIZES[size], **extra)
     config._attn_implementation = "sdpa"  # transformers' default; the exporter decomposes it
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     return config, model
 
 
-def export(name: str, variant: str, path: Path) -> None:
+def export(name: str, size: str, variant: str, path: Path) -> None:
     import onnx
     import torch
     import transformers
 
-    config, model = build(name)
+    config, model = build(name, size)
+    layers, kv_heads = config.num_hidden_layers, config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     B, S, P = 2, 3, 5  # traced sizes: no 1, no two alike, so none is baked in unnoticed
     batch, seq, past = (torch.export.Dim(n) for n in ("batch_size", "sequence_length", "past_sequence_length"))
-    ids = torch.randint(0, COMMON["vocab_size"], (B, S))
-    if variant == "past":
+    ids = torch.randint(0, config.vocab_size, (B, S))
+    with_past, opset = VARIANTS[variant][0] == "_past", VARIANTS[variant][1]
+    if with_past:
 
         class Wrapped(torch.nn.Module):
             def __init__(self):
@@ -80,23 +93,22 @@ def export(name: str, variant: str, path: Path) -> None:
 
             def forward(self, input_ids, attention_mask, position_ids, *past_kv):
                 cache = transformers.DynamicCache(config=config)
-                for i in range(LAYERS):
+                for i in range(layers):
                     cache.update(past_kv[2 * i], past_kv[2 * i + 1], i)
                 res = self.m(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                              past_key_values=cache, use_cache=True)
                 out = [res.logits]
-                for layer in res.past_key_values.layers[:LAYERS]:
+                for layer in res.past_key_values.layers[:layers]:
                     out += [layer.keys, layer.values]
                 return tuple(out)
 
-        pasts = [torch.randn(B, KV_HEADS, P, HEAD_DIM) for _ in range(2 * LAYERS)]
+        pasts = [torch.randn(B, kv_heads, P, head_dim) for _ in range(2 * layers)]
         args = (ids, torch.ones(B, P + S, dtype=torch.int64), torch.arange(P, P + S).expand(B, S), *pasts)
-        kv = [f"past_key_values.{i}.{t}" for i in range(LAYERS) for t in ("key", "value")]
+        kv = [f"past_key_values.{i}.{t}" for i in range(layers) for t in ("key", "value")]
         names = ["input_ids", "attention_mask", "position_ids"] + kv
-        outputs = ["logits"] + [f"present.{i}.{t}" for i in range(LAYERS) for t in ("key", "value")]
+        outputs = ["logits"] + [f"present.{i}.{t}" for i in range(layers) for t in ("key", "value")]
         shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: torch.export.Dim("total_sequence_length")},
                   "position_ids": {0: batch, 1: seq}, "past_kv": tuple({0: batch, 2: past} for _ in kv)}
-        opset = 20
     else:
 
         class Wrapped(torch.nn.Module):
@@ -110,7 +122,6 @@ def export(name: str, variant: str, path: Path) -> None:
         args = (ids, torch.ones(B, S, dtype=torch.int64))
         names, outputs = ["input_ids", "attention_mask"], ["logits"]
         shapes = {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
-        opset = 23 if variant == "23" else 20
     tmp = path.with_suffix(".tmp")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -118,7 +129,7 @@ def export(name: str, variant: str, path: Path) -> None:
                                  output_names=outputs, dynamic_shapes=shapes, external_data=False, verbose=False)
         prog.save(str(tmp))
     m = onnx.load(str(tmp))
-    if variant == "past":
+    if with_past:
         for i in m.graph.input:
             if i.name == "attention_mask":
                 i.type.tensor_type.shape.dim[1].dim_param = "past_sequence_length + sequence_length"
@@ -137,6 +148,8 @@ def main(argv) -> int:
     ap.add_argument("--out-dir", type=Path, default=ROOT / "tests" / "data" / "decoders")
     ap.add_argument("--names", nargs="*", default=list(FAMILIES), choices=list(FAMILIES))
     ap.add_argument("--force", action="store_true", help="re-export files that exist")
+    ap.add_argument("--size", choices=list(SIZES), default="tiny")
+    ap.add_argument("--variants", nargs="*", choices=list(VARIANTS), default=["20", "past20", "23"])
     args = ap.parse_args(argv)
     import onnx
     import torch
@@ -147,11 +160,13 @@ def main(argv) -> int:
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}", flush=True)
     failed = 0
     for name in args.names:
-        for variant, fname in (("20", f"{name}.dynamo20.onnx"), ("past", f"{name}_past.dynamo20.onnx"), ("23", f"{name}.dynamo23.onnx")):
+        for variant in args.variants:
+            suffix, opset = VARIANTS[variant]
+            fname = f"{name}{suffix}.dynamo{opset}.onnx"
             path = args.out_dir / fname
             try:
                 if args.force or not path.exists():
-                    export(name, variant, path)
+                    export(name, args.size, variant, path)
             except Exception as e:  # one line: exporter errors come from deep inside torch
                 print(f"FAIL {fname}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
                 failed += 1
