@@ -118,6 +118,9 @@ class Importer {
   std::map<std::string, std::vector<std::string>> symbolic_;
   std::map<std::string, int64_t> dim_sizes_;
   std::unordered_map<std::string, std::vector<bool>> varying_axes_;
+  // Dynamic models: a kept Shape node's output -> the tensor it reads and the first axis it gives.
+  std::unordered_map<std::string, std::pair<std::string, int64_t>> shape_of_;
+  bool fold_static_dims(const onnx::NodeProto& n);
   std::unordered_map<std::string, TensorPtr> shadow_out_;  // shadow values of the node being converted
   bool dynamic() const { return !symbolic_.empty(); }
   // Whether node n reads an initializer of at least ir::kNoDuplicateBytes that another node reads too.
@@ -619,7 +622,11 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
     if (from < 0) from += r;
     if (to < 0) to += r;
     fold = !varies(n.input(0), from, to);
+    if (!fold && op == "Shape") shape_of_[n.output(0)] = {n.input(0), std::max<int64_t>(from, 0)};
   }
+  // Gather(Shape(x), i) where x's axis i does not vary (HF's head_dim = x.shape[-1] // 2 in a model
+  // whose batch and sequence do): the same at every binding, so a constant.
+  if (std_domain && dynamic() && op == "Gather" && fold_static_dims(n)) return {};
   // A transform of a large initializer that another node also reads (a tied embedding's
   // Transpose) is not folded here: that would hold and write the weight twice. ir::fold_constants
   // then folds it only where nothing else reads the weight.
@@ -666,6 +673,29 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
     if (it != values_.end() && !it->second.constant && it->second.type == t->type()) it->second.shadow = t;
   }
   return {};
+}
+
+bool Importer::fold_static_dims(const onnx::NodeProto& n) {
+  if (n.input_size() != 2 || n.output_size() != 1 || attr_int(n, "axis", 0) != 0) return false;
+  const auto src = shape_of_.find(n.input(0));
+  auto in = values_.find(n.input(0));
+  const TensorPtr idx = constant(n, 1);
+  if (src == shape_of_.end() || in == values_.end() || !in->second.shadow || !idx || ir::is_float(idx->dtype()) || idx->shape().size() > 1)
+    return false;
+  const auto dims = in->second.shadow->as_int64();
+  const auto len = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> out;
+  for (int64_t i : idx->as_int64()) {
+    if (i < 0) i += len;
+    if (i < 0 || i >= len) return false;
+    const int64_t axis = src->second.second + i;
+    if (varies(src->second.first, axis, axis + 1)) return false;
+    out.push_back(dims[static_cast<size_t>(i)]);
+  }
+  TensorPtr t = idx->shape().empty() ? ir::Tensor::from_vector<int64_t>(ir::DType::kInt64, {}, {out[0]}) : ir::Tensor::i64(out);
+  values_[n.output(0)] = Value{std::nullopt, t, t->type()};
+  if (stats_) ++stats_->folded_nodes;
+  return true;
 }
 
 Expected<ir::OpaqueParams> Importer::opaque_params(const onnx::NodeProto& n) const {

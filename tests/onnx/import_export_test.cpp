@@ -241,6 +241,60 @@ TEST(Import, DynamicInputTakesRepresentativeSizesAndKeepsItsDims) {
   EXPECT_EQ(m.graph().output(0).type().tensor_type().shape().dim(0).dim_param(), "N");
 }
 
+// HF's rotate_half reads x.shape[-1] // 2 through Gather(Shape(x), 3): in a model whose batch and
+// sequence vary, the whole Shape is kept, but the head axis is static, so the Gather folds and the
+// Slices it bounds are the IR's (the rotary fusion needs them). A Gather of a varying axis stays.
+TEST(Import, AStaticAxisGatheredFromAVaryingShapeFolds) {
+  for (int64_t axis : {2, 0}) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(17);
+    auto* g = m.mutable_graph();
+    auto io = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
+      vi->set_name(name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(onnx::TensorProto::FLOAT);
+      for (auto& d : dims) {
+        auto* dim = tt->mutable_shape()->add_dim();
+        if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+        else dim->set_dim_param(d);
+      }
+    };
+    io(g->add_input(), "x", {"batch", "seq", "8"});
+    auto ints = [&](const std::string& name, std::vector<int64_t> v, bool scalar) {
+      auto* t = g->add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+      for (auto x : v) t->add_int64_data(x);
+    };
+    ints("which", {axis}, true);
+    ints("two", {2}, true);
+    ints("zero", {0}, false);
+    ints("last", {2}, false);
+    ints("first", {0}, false);
+    auto node = [&](const char* type, std::vector<std::string> ins, const char* out) {
+      auto* n = g->add_node();
+      n->set_op_type(type);
+      n->set_name(out);
+      for (auto& i : ins) n->add_input(i);
+      n->add_output(out);
+    };
+    node("Shape", {"x"}, "shape");
+    node("Gather", {"shape", "which"}, "dim");
+    node("Div", {"dim", "two"}, "half");
+    node("Unsqueeze", {"half", "first"}, "end");
+    node("Slice", {"x", "zero", "end", "last"}, "y");
+    io(g->add_output(), "y", {"batch", "seq", "4"});
+    auto imported = onnxio::import_model(m.SerializeAsString(), "dynamic", ".", import_options());
+    ASSERT_TRUE(imported.ok()) << imported.error().message;
+    EXPECT_EQ(count_kind(*imported, OpKind::kSlice), axis == 2 ? 1u : 0u) << "axis " << axis;
+    EXPECT_EQ(count_kind(*imported, OpKind::kOpaque), axis == 2 ? 0u : 2u) << "axis " << axis;  // Shape and Slice
+  }
+}
+
 // In a dynamic model, Shape of a varying axis is not folded, and a Reshape whose -1 would resolve
 // against it stays an ONNX op: the written file computes both at run time, at any batch size.
 TEST(Import, DynamicShapeChainsAreNotBakedIn) {
