@@ -78,6 +78,9 @@ int run(int argc, char** argv) {
   c_info->add_option("--input-shape", info.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_info->add_flag("--json", g.json, "Print one JSON document");
 
+  auto* c_targets = app.add_subcommand("targets", "The targets --target takes: runtime, device, cost model, opsets, fused ops, runtime fusions, measurable here");
+  c_targets->add_flag("--json", g.json, "Print one JSON document");
+
   OptimiseOptions opt;
   auto* c_opt = app.add_subcommand("optimise", "Rewrite a model into a faster equivalent one");
   c_opt->alias("optimize");
@@ -99,13 +102,20 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
                   "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
-  c_opt->add_option("--opset", opt.opset,
-                    "Write the output at this default-domain opset (>= the input's): GELU, LayerNorm, RMSNorm, rotary and attention chains "
-                    "are then fused and written as Gelu (20), LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); "
-                    "onnxruntime >= 1.17 runs opset 20, >= 1.24.1 opset 23. Refused when an op rlflow keeps verbatim changes between the two opsets")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU)")
-      ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+  c_opt->add_option_function<std::string>(
+            "--opset",
+            [&opt](const std::string& v) {
+              auto parsed = pipeline::parse_opset(v);
+              if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
+              opt.opset = *parsed;
+            },
+            "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
+            "the input's, so that GELU, LayerNorm, RMSNorm, rotary and attention chains are fused and written as Gelu (20), "
+            "LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); an input written as it is keeps its own. "
+            "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)")
+      ->default_str("auto");
+  c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU); `rlflow targets` describes each")
+      ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
   c_opt->add_option("--cost-model", opt.cost.kind, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
       ->check(CLI::IsMember(cost::cost_model_kinds()))
       ->capture_default_str();
@@ -148,7 +158,7 @@ int run(int argc, char** argv) {
     c->add_option("--rules", t.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
     c->add_flag("--all-rules", t.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
     c->add_option("--target", t.target, "Where the optimised models will run; " + uses + " the cost optimise --target uses: ort, h100 or gpu")
-        ->check(CLI::IsMember({"ort", "h100", "gpu"}))->capture_default_str();
+        ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
     c->add_option("--cost-model", t.cost_model, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
         ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
     c->add_flag("--deterministic", t.deterministic,
@@ -156,10 +166,16 @@ int run(int argc, char** argv) {
                 "and ort are deterministic already)");
     c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
     c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
-    c->add_option("--opset", t.opset,
-                  "Train on the graphs `optimise --opset N` searches: each model as written at this opset, with the composite "
-                  "chains that opset fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused")
-        ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+    c->add_option_function<std::string>(
+           "--opset",
+           [&t](const std::string& v) {
+             auto parsed = pipeline::parse_opset(v);
+             if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
+             t.opset = *parsed;
+           },
+           "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
+           "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused")
+        ->default_str("auto");
   };
   TrainAgentOptions train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
@@ -329,6 +345,7 @@ int run(int argc, char** argv) {
       return kOk;
     }
     if (c_info->parsed()) return cmd_info(g, info);
+    if (c_targets->parsed()) return cmd_targets(g);
     if (c_opt->parsed()) return cmd_optimise(g, opt);
     if (c_run->parsed()) return cmd_run(g, run);
     if (c_bench->parsed()) return cmd_bench(g, bench);

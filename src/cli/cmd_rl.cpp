@@ -107,9 +107,13 @@ Expected<Loaded> load_inputs(const TrainCommonOptions& o) {
   for (const auto& path : o.models) {
     auto graph = load_model(path, o.input_shapes, ex);
     if (!graph) return graph.error();
-    // The agent trains on the graphs `optimise` searches: at --opset N (as optimise's), with the
+    // The agent trains on the graphs `optimise` searches: at the same --opset (auto: the target's), with the
     // composite chains that opset fuses already fused.
-    if (o.opset > 0) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*graph, o.opset));
+    auto target = pipeline::find_target(o.target);
+    if (!target) return target.error();
+    auto opset = pipeline::choose_output_opset(*graph, **target, o.opset);
+    if (!opset) return opset.error();
+    RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*graph, opset->opset));
     l.models.push_back({path, ir::recognise_composites(*graph)});
   }
   const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;

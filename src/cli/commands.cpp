@@ -129,6 +129,35 @@ int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
   return kOk;
 }
 
+int cmd_targets(const GlobalOptions& g) {
+  json all = json::array();
+  for (const auto& t : pipeline::targets()) {
+    const auto here = pipeline::measurability(t);
+    json fused = json::array();
+    for (const auto& [op, since] : t.fused_ops) fused.push_back({{"op", op}, {"opset", since}});
+    all.push_back({{"name", t.name}, {"runtime", t.runtime}, {"device", t.device}, {"cost_model", t.cost_model},
+                   {"max_opset", t.max_opset}, {"opset_source", t.opset_source}, {"fused_ops", fused},
+                   {"runtime_fusions", t.runtime_fusions}, {"measured_by", t.bench}, {"measurable_here", here.measurable},
+                   {"why_not_measurable", here.why_not}});
+  }
+  if (g.json) {
+    std::cout << json{{"targets", all}}.dump(2) << std::endl;
+    return kOk;
+  }
+  for (const auto& t : pipeline::targets()) {
+    const auto here = pipeline::measurability(t);
+    std::printf("%s\n  runtime          %s\n  device           %s\n  cost model       %s\n", t.name.c_str(), t.runtime.c_str(), t.device.c_str(),
+                t.cost_model.c_str());
+    std::printf("  opsets           up to %lld (%s)\n  fused ops        ", static_cast<long long>(t.max_opset), t.opset_source.c_str());
+    for (size_t i = 0; i < t.fused_ops.size(); ++i)
+      std::printf("%s%s (%lld)", i ? ", " : "", t.fused_ops[i].first.c_str(), static_cast<long long>(t.fused_ops[i].second));
+    std::printf("\n  runtime fusions  %s\n", t.runtime_fusions.empty() ? "none priced" : "");
+    for (const auto& f : t.runtime_fusions) std::printf("    %s\n", f.c_str());
+    std::printf("  measurable here  %s\n", here.measurable ? ("yes (rlflow bench --target " + t.bench + ")").c_str() : ("no: " + here.why_not).c_str());
+  }
+  return kOk;
+}
+
 int cmd_run(const GlobalOptions& g, const RunOptions& o) {
   std::vector<ir::TensorPtr> inputs, expected;
   for (int k = 0;; ++k) {

@@ -14,6 +14,7 @@
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/pipeline/load.h"
 #include "rlflow/pipeline/optimise.h"
+#include "rlflow/pipeline/target.h"
 #include "rlflow/pipeline/summary.h"
 #include "rlflow/rules/rule.h"
 #include "rlflow/util/expected.h"
@@ -49,7 +50,7 @@ struct TrainCommonOptions {
   std::string cost_model = "auto";  // auto: the target's
   bool deterministic = false;
   std::string device_profile;
-  int64_t opset = 0;  // > 0: train on the graphs `optimise --opset N` searches (composites of that opset fused)
+  int64_t opset = pipeline::kOpsetAuto;  // train on the graphs `optimise --opset` searches (composites of that opset fused)
 };
 
 // `rlflow train-agent`.
@@ -135,6 +136,7 @@ struct CostCmdOptions {
 };
 
 int cmd_info(const GlobalOptions& g, const InfoOptions& o);
+int cmd_targets(const GlobalOptions& g);
 int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o);
 int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o);
 int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o);

@@ -1,5 +1,6 @@
 // The optimise pipeline's stages: import -> fuse -> search -> candidates -> write (judge.cpp).
 #include "rlflow/pipeline/optimise.h"
+#include "rlflow/pipeline/target.h"
 
 #include <spdlog/spdlog.h>
 
@@ -22,26 +23,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The device a user deploys to: how to measure it here.
-struct Target {
-  std::string bench_target;  // bench runner that measures it
-  bool measurable = false;   // that runner can run here (ort: decided when it starts)
-  std::string why_not;       // when it cannot
-};
-
-Expected<Target> resolve_target(const std::string& name) {
-  const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
-  if (name == "ort") return Target{"ort", true, ""};
-  if (name == "gpu") return Target{"cudnn", gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
-  if (name == "h100") {
-    bool h100 = false;
-    if (gpu)
-      for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
-    return Target{"cudnn", h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
-  }
-  return Error{ErrorCode::kUsage, "unknown target '" + name + "' (expected ort, h100 or gpu)"};
 }
 
 // What the search leaves behind: its result, the cost model it priced with, and the rules its steps name.
@@ -162,16 +143,16 @@ std::string measurement_memory(const ir::Graph& g, size_t candidates, int64_t li
 
 // Measuring: only a rewritten graph needs it, and never under --deterministic unless asked. Returns
 // the runner with the input loaded, or none with the reason in `report.not_measured`.
-Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, const Target& target, const ir::Graph& original,
+Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, const TargetRecord& target, const ir::Graph& original,
                                                       size_t num_candidates, OptimiseReport& report) {
   const bool want = o.measure == "on" || (o.measure == "auto" && !o.cost.deterministic);
   std::string& why = report.not_measured;
   if (!want) why = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
-  else if (!target.measurable) why = target.why_not;
+  else if (auto here = measurability(target); !here.measurable) why = here.why_not;
   else if (auto m = measurement_memory(original, num_candidates, o.memory_mb); !m.empty()) why = m;
   else {
     bench::RunnerOptions ro;
-    ro.target = target.bench_target;
+    ro.target = target.bench;
     ro.threads = o.bench_threads;
     ro.seed = o.seed;
     auto r = bench::make_runner(ro);
@@ -221,7 +202,9 @@ std::string_view verdict_name(Verdict v) {
   return "?";
 }
 
-Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+namespace {
+
+Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseHooks& hooks) {
   const auto t0 = std::chrono::steady_clock::now();
   OptimiseReport report;
   report.model = o.model;
@@ -236,7 +219,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   if (o.search == "rl") inputs.push_back(o.rl.agent_path.empty() ? rl::default_agent_path() : o.rl.agent_path);
   for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
     RLFLOW_TRY_STATUS(check_output_path(path, inputs, role));
-  auto target = resolve_target(o.target);
+  auto target = find_target(o.target);
   if (!target) return target.error();
   if (o.measure != "auto" && o.measure != "on" && o.measure != "off") return Error{ErrorCode::kUsage, "--measure must be auto, on or off"};
 
@@ -254,9 +237,18 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   report.input_opset = original->meta().opset("");
   spdlog::info("imported {}: {} ops ({} ONNX nodes, {} folded) in {:.2f}s", o.model, original->num_ops(), stats.onnx_nodes,
                stats.folded_nodes, report.time.import);
-  // --opset: the output is written at a newer opset, where the fused ops exist (LayerNormalization
-  // 17, Gelu 20): composites are then fused and written as one op, and priced as what is written.
-  if (o.opset > 0) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*original, o.opset));
+  // --opset: the output is written at the opset the target's runtime runs (auto), the input's
+  // (keep) or the one asked for, where the fused ops exist (LayerNormalization 17, Gelu 20, RMSNorm,
+  // rotary and Attention 23): composites are then fused and written as one op, and priced as what is
+  // written. Under auto, an input written as it is keeps its own opset.
+  auto opset = choose_output_opset(*original, **target, o.opset);
+  if (!opset) return opset.error();
+  const ir::ModelMeta input_meta = original->meta();
+  if (opset->opset != report.input_opset) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*original, opset->opset));
+  report.opset_reason = opset->why;
+  report.searched_opset = opset->opset;
+  OptimiseOptions at_opset = o;  // what the Judge imports other bindings at
+  at_opset.opset = opset->opset;
 
   // fuse: the search starts from the graph with composite chains fused; verification and the
   // "kept the input" fallback use the graph as imported, so a wrong fusion cannot pass unnoticed.
@@ -344,7 +336,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   // first that passes is the output, else the input graph is written as it is.
   std::optional<Measurer> measurer;
   if (report.rewritten) {
-    auto m = prepare_measurement(o, *target, *original, cands.size(), report);
+    auto m = prepare_measurement(o, **target, *original, cands.size(), report);
     if (!m) return m.error();
     measurer = std::move(*m);
   } else {
@@ -352,7 +344,7 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   }
   report.measured = measurer.has_value();
   const auto tw = std::chrono::steady_clock::now();
-  Judge judge(o, *fixed, stats.min_dims, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
+  Judge judge(at_opset, *fixed, stats.min_dims, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
               measurer ? &*measurer : nullptr, report);
   std::string failed_verification;  // the last candidate's failure, when every one failed
   for (const auto& c : cands) {
@@ -371,6 +363,10 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   if (!report.chosen && !failed_verification.empty()) return Error{ErrorCode::kVerificationFailed, failed_verification};
   if (!report.chosen) {
     report.kept_input = kept_input_reason(report, no_predicted_gain);
+    if (o.opset == kOpsetAuto && original->meta().opset("") != report.input_opset) {
+      original->meta() = input_meta;  // only the opset changed: nothing to gain from a newer one
+      report.opset_reason = "the input's: the input is written as it is";
+    }
     RLFLOW_TRY_STATUS(judge.write_input());
   }
   const ir::Graph& written = report.chosen ? cands[*report.chosen].graph : *original;
@@ -393,6 +389,23 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   report.time.write = seconds_since(tw) - report.time.verify - report.time.measure;
   report.time.total = seconds_since(t0);
   return report;
+}
+
+}  // namespace
+
+// --opset auto writes at the target's opset; where nothing can be written there (every candidate
+// refused: a fusion that holds at one size only, a verification or measurement that fails), the
+// input's opset is tried too, since the rewrites found there may hold.
+Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+  auto first = optimise_once(o, hooks);
+  if (!first || o.opset != kOpsetAuto || first->chosen || !first->rewritten || first->searched_opset == first->input_opset) return first;
+  auto keep = o;
+  keep.opset = kOpsetKeep;
+  auto second = optimise_once(keep, hooks);
+  if (!second || !second->chosen) return first;
+  second->opset_reason = "the input's: at the target's opset no candidate could be written (" + first->kept_input + ")";
+  second->time.total += first->time.total;
+  return second;
 }
 
 }  // namespace rlflow::pipeline

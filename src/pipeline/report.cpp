@@ -120,7 +120,7 @@ json OptimiseReport::to_json() const {
          {"steps", steps_json},
          {"time_s", {{"import", time.import}, {"search", time.search}, {"export", time.write}, {"verify", time.verify},
                      {"measure", time.measure}, {"total", time.total}}},
-         {"opset", {{"input", input_opset}, {"output", output_opset}}}};
+         {"opset", {{"input", input_opset}, {"output", output_opset}, {"why", opset_reason}}}};
   if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
   if (!fixed_dims.empty()) j["fixed_dims"] = fixed_dims;
   if (!min_dims.empty()) j["min_dims"] = min_dims;
@@ -183,6 +183,7 @@ void OptimiseReport::print(std::FILE* out) const {
     std::fprintf(out, "not measured (%s): the speedup above is predicted; known error: %s\n", not_measured.c_str(), cost->known_error.c_str());
   }
   if (!kept_input.empty()) std::fprintf(out, "kept the input graph: %s\n", kept_input.c_str());
+  std::fprintf(out, "opset: %lld -> %lld (%s)\n", static_cast<long long>(input_opset), static_cast<long long>(output_opset), opset_reason.c_str());
   if (verification.enabled) {
     if (verification.method == "structural")
       std::fprintf(out, "verified: structurally identical to the original (%s)\n", verification.note.c_str());

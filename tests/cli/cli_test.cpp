@@ -2,6 +2,7 @@
 // leaves behind.
 #include "cli/common.h"
 
+#include <set>
 #include <tuple>
 
 using namespace rlflow_cli_test;
@@ -213,12 +214,24 @@ TEST(Cli, OptimiseWritesNothingWhenEveryRewriteFailsVerification) {
 TEST(Cli, CompositesAreFusedOnlyWhereTheOutputsOpsetWritesThemAsOneOp) {
   TempDir dir;
   auto r = rlflow({"optimise", (kData / "tiny_attention.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "greedy",
-                   "--deterministic", "--json"});
+                   "--deterministic", "--json", "--opset", "keep"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = parse_json(r.out);
   EXPECT_EQ(j["composites"].value("gelu", -1), 0) << j.dump();
   EXPECT_EQ(j["composites"].value("layer_norm", -1), 0) << j.dump();
   EXPECT_EQ(j["verification"].value("ok", false), true);
+  // By default (--opset auto) the output is at the opset the target's runtime runs (onnxruntime
+  // 1.32: 23), where both are one op, and the report says why.
+  auto a = rlflow({"optimise", (kData / "tiny_attention.onnx").string(), "-o", (dir / "a.onnx").string(), "--search", "greedy",
+                   "--deterministic", "--json"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  auto ja = parse_json(a.out);
+  EXPECT_EQ(ja["composites"].value("gelu", -1), 1) << ja.dump();
+  EXPECT_EQ(ja["composites"].value("layer_norm", -1), 1) << ja.dump();
+  EXPECT_EQ(ja["opset"].value("input", 0), 13);
+  EXPECT_EQ(ja["opset"].value("output", 0), 23);
+  EXPECT_NE(ja["opset"].value("why", "").find("--opset auto"), std::string::npos) << ja.dump();
+  EXPECT_EQ(rlflow({"optimise", (kData / "tiny_attention.onnx").string(), "-o", (dir / "b.onnx").string(), "--opset", "newest"}).code, 2);
 
   auto r17 = rlflow({"optimise", (kData / "tiny_layernorm17.onnx").string(), "-o", (dir / "l.onnx").string(), "--search", "greedy",
                      "--deterministic", "--json"});
@@ -359,7 +372,7 @@ TEST(Cli, OpsetTwentyThreeWritesTheRMSNormChainAsOneOp) {
 
   const auto same = (dir / "s.onnx").string();
   auto r17 = rlflow({"optimise", (kData / "tiny_rmsnorm.onnx").string(), "-o", same, "--target", "h100", "--search", "greedy",
-                     "--json"});
+                     "--json", "--opset", "keep"});
   ASSERT_EQ(r17.code, 0) << r17.err;
   EXPECT_EQ(parse_json(r17.out)["composites"].value("rms_norm", -1), 0);
   if (fs::exists(same)) {
@@ -770,4 +783,31 @@ TEST(CliTrainAgent, BadDistributedOptionsAreOneCleanError) {
   EXPECT_EQ(m.code, 3);
   expect_one_error_line(m, "ADDR:PORT");
   EXPECT_FALSE(fs::exists(dir / "a.pt"));
+}
+
+// `rlflow targets`: every --target value, each with its runtime, cost model, opsets, fused ops,
+// runtime fusions and whether it can be measured here; the JSON is the same list.
+TEST(Cli, TargetsListsEveryTargetWithItsRuntimeAndOpsets) {
+  auto r = rlflow({"targets", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = parse_json(r.out);
+  std::set<std::string> names;
+  for (const auto& t : j["targets"]) {
+    names.insert(t.value("name", ""));
+    EXPECT_FALSE(t.value("runtime", "").empty()) << t.dump();
+    EXPECT_FALSE(t.value("cost_model", "").empty()) << t.dump();
+    EXPECT_GE(t.value("max_opset", 0), 17) << t.dump();
+    EXPECT_TRUE(t["fused_ops"].is_array() && !t["fused_ops"].empty()) << t.dump();
+    EXPECT_TRUE(t.contains("measurable_here")) << t.dump();
+    if (!t.value("measurable_here", false)) EXPECT_FALSE(t.value("why_not_measurable", "").empty()) << t.dump();
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"ort", "h100", "gpu"}));
+  EXPECT_EQ(j["targets"][0].value("measurable_here", false), true);  // ort runs here
+  EXPECT_FALSE(j["targets"][0]["runtime_fusions"].empty());
+  auto text = rlflow({"targets"});
+  ASSERT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("onnxruntime 1.32"), std::string::npos) << text.out;
+  // The values --target takes are the registry's.
+  auto bad = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", "/tmp/never.onnx", "--target", "tpu"});
+  EXPECT_EQ(bad.code, 2);
 }

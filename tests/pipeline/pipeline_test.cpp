@@ -253,6 +253,27 @@ TEST_F(PipelineTest, ADynamoExportedDecoderWithACacheGetsEveryFusionAndHoldsAtEv
     expect_same_at(o.model, o.output, {{"batch_size", batch}, {"sequence_length", seq}, {"past_sequence_length", past}});
 }
 
+// --opset auto (the default) searches at the target's opset (23 here); where no candidate can be
+// written there (this fixture's constant causal mask makes the fused Attention hold at one size
+// only), the rewrites found at the input's opset are written, and the report says why.
+TEST_F(PipelineTest, OpsetAutoFallsBackToTheInputsOpsetWhenNothingHoldsAtTheTargets) {
+  auto o = options("kv_cache_decoder.onnx");
+  ASSERT_EQ(o.opset, pipeline::kOpsetAuto);
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->searched_opset, r->input_opset);
+  EXPECT_EQ(r->output_opset, r->input_opset);
+  ASSERT_TRUE(r->chosen.has_value()) << r->kept_input;
+  EXPECT_GT(r->steps.size(), 0u);
+  EXPECT_NE(r->opset_reason.find("no candidate could be written"), std::string::npos) << r->opset_reason;
+  // At 23 the decoders of tests/data/decoders are written at 23.
+  auto d = options("decoders/llama.dynamo20.onnx");
+  auto rd = pipeline::optimise(d);
+  ASSERT_TRUE(rd) << rd.error().message;
+  EXPECT_EQ(rd->input_opset, 20);
+  EXPECT_EQ(rd->output_opset, 23) << rd->opset_reason;
+}
+
 // --fix batch_size=1: the batch is static in the written file; the other symbols stay symbolic and
 // are the ones verified at other sizes.
 TEST_F(PipelineTest, AFixedSymbolIsStaticInTheOutputAndTheOthersStayDynamic) {

@@ -19,6 +19,7 @@
 #include "rlflow/cost/recorded.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/composites.h"
+#include "rlflow/pipeline/target.h"
 #include "rlflow/ir/summary.h"
 #include "rlflow/rl/agent.h"
 #include "rlflow/search/optimizer.h"
@@ -38,7 +39,7 @@ struct OptimiseOptions {
   // --fix NAME=SIZE: symbols the user deploys at one size; the written file has them static.
   std::vector<std::string> fixed_dims;
   uint64_t seed = 0;        // verification inputs, measurement order, rl sampling
-  int64_t opset = 0;        // default-domain opset of the output (0: the input's)
+  int64_t opset = kOpsetAuto;  // default-domain opset of the output: kOpsetAuto, kOpsetKeep or N (choose_output_opset)
   // The run's memory, MiB (0: default_memory_limit_mb()). A model whose run is estimated above it is
   // refused; the search keeps at most a quarter of it (and at most 256 MiB) in stored graphs, beyond
   // which they are released and replayed when needed.
@@ -144,6 +145,8 @@ struct OptimiseReport {
   std::map<std::string, int64_t> fixed_dims;    // --fix: static in the output
   std::map<std::string, int64_t> min_dims;      // symbols the model needs longer than the default size
   int64_t input_opset = 0, output_opset = 0;
+  std::string opset_reason;  // why the output is at output_opset
+  int64_t searched_opset = 0;  // the opset the search and the candidates were at
   ir::CompositeStats composites;  // fused in the written graph
   VerificationReport verification;
   // The search ran (not --search none).

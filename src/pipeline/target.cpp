@@ -1,0 +1,107 @@
+// The target registry (see target.h).
+#include "rlflow/pipeline/target.h"
+
+#include <charconv>
+
+#include "rlflow/cost/cudnn_backend.h"
+#include "rlflow/cost/device.h"
+#include "rlflow/ir/composites.h"
+#include "rlflow/ir/graph.h"
+#include "rlflow/onnx/model_io.h"
+
+namespace rlflow::pipeline {
+
+namespace {
+
+// The fused ops recognise_composites writes, with the opset each needs (ir/composites.h).
+std::vector<std::pair<std::string, int64_t>> every_fused_op() {
+  return {{"HardSwish", ir::kHardSwishOpset},      {"LayerNormalization", ir::kLayerNormOpset},
+          {"Gelu", ir::kGeluOpset},                {"RMSNormalization", ir::kRMSNormOpset},
+          {"RotaryEmbedding", ir::kRotaryEmbeddingOpset}, {"Attention", ir::kAttentionOpset}};
+}
+
+// rlflow's GPU runner (bench --target gpu) executes every op its reference executor runs, through
+// cuDNN and cuBLAS where they have a kernel; the recorded cost prices the same graph.
+constexpr const char* kRunnerOpsets =
+    "rlflow's runner executes every op of the linked onnx (1.19.1) that its reference executor runs, the fused ops of "
+    "opset 23 included; opset 23 is the newest the recorded H100 timings price";
+
+}  // namespace
+
+const std::vector<TargetRecord>& targets() {
+  static const std::vector<TargetRecord> all = {
+      {"ort", "onnxruntime 1.32 (CPU execution provider, ORT_ENABLE_ALL)", "this machine's CPU", "ort", "ort", 23,
+       "onnxruntime >= 1.24.1 runs opset 23 with RMSNormalization, RotaryEmbedding and Attention (1.22 refuses IR 11, "
+       "1.23.0 computes GQA Attention wrongly); measured with 1.32.0 (docs/measured.md, scripts/measure_fused_ops)",
+       every_fused_op(),
+       {"Conv + BatchNormalization, + per-channel Add/Mul, + Relu/Clip/Sigmoid/Tanh/HardSigmoid (Conv and Gemm)",
+        "bias Add + Gelu (BiasGelu)", "residual Add + LayerNorm (SkipLayerNormalization)",
+        "scalar Mul/Div into MatMul (FusedMatMul)", "the RMSNorm chain (SimplifiedLayerNormalization)",
+        "Casts to the type their input has (CastElimination)"}},
+      {"h100", "rlflow's cuDNN/cuBLAS graph runner (bench --target gpu: one captured CUDA graph)", "NVIDIA H100 80GB (sm90)",
+       "recorded", "cudnn", 23, kRunnerOpsets, every_fused_op(), {}},
+      {"gpu", "rlflow's cuDNN/cuBLAS graph runner (bench --target gpu: one captured CUDA graph)",
+       "this machine's GPU (kernels timed on it)", "cudnn", "cudnn", 23, kRunnerOpsets, every_fused_op(), {}},
+  };
+  return all;
+}
+
+std::vector<std::string> target_names() {
+  std::vector<std::string> out;
+  for (const auto& t : targets()) out.push_back(t.name);
+  return out;
+}
+
+Expected<const TargetRecord*> find_target(const std::string& name) {
+  for (const auto& t : targets())
+    if (t.name == name) return &t;
+  std::string names;
+  for (const auto& t : targets()) names += (names.empty() ? "" : ", ") + t.name;
+  return Error{ErrorCode::kUsage, "unknown target '" + name + "' (expected one of " + names + "; `rlflow targets` lists them)"};
+}
+
+Measurability measurability(const TargetRecord& t) {
+  if (t.bench == "ort") return {true, ""};  // onnxruntime's own start decides, when it runs
+  const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
+  if (t.name == "h100") {
+    bool h100 = false;
+    if (gpu)
+      for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
+    return {h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
+  }
+  return {gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
+}
+
+Expected<int64_t> parse_opset(const std::string& text) {
+  if (text == "auto") return kOpsetAuto;
+  if (text == "keep") return kOpsetKeep;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v <= 0)
+    return Error{ErrorCode::kUsage, "must be auto, keep or a positive opset number, not '" + text + "'"};
+  return v;
+}
+
+Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord& t, int64_t requested) {
+  const int64_t input = g.meta().opset("");
+  const std::string runtime = t.runtime.substr(0, t.runtime.find(" ("));
+  if (requested == kOpsetKeep) return OpsetChoice{input, "the input's (--opset keep)"};
+  if (requested > 0) return OpsetChoice{requested, "--opset " + std::to_string(requested)};
+  if (input >= t.max_opset)
+    return OpsetChoice{input, "the input's, at least the newest " + runtime + " runs (" + std::to_string(t.max_opset) + ")"};
+  // The newest opset the runtime runs that carries every op kept verbatim: counting down.
+  std::string blocked;
+  for (int64_t v = t.max_opset; v > input; --v) {
+    ir::Graph copy = g;
+    auto st = onnxio::set_output_opset(&copy, v);
+    if (st.ok()) {
+      std::string why = "the newest " + runtime + " runs (--opset auto)";
+      if (!blocked.empty()) why = "the newest that carries every op kept verbatim (" + blocked + ")";
+      return OpsetChoice{v, why};
+    }
+    if (blocked.empty()) blocked = st.error().message;
+  }
+  return OpsetChoice{input, "the input's: no newer opset carries every op kept verbatim (" + blocked + ")"};
+}
+
+}  // namespace rlflow::pipeline
