@@ -101,7 +101,8 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
   const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
   for (int t : *threads) {
     bench::RunnerOptions ro;
-    ro.target = o.target == "gpu" || o.target == "h100" ? "cudnn" : o.target;  // one vocabulary with optimise --target
+    auto named = pipeline::find_target(o.target);  // optimise --target's words; cudnn and cpu are bench's own
+    ro.target = named ? (*named)->bench : o.target;
     ro.threads = t;
     ro.seed = o.bench.seed;
     auto runner = bench::make_runner(ro);

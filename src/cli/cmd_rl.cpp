@@ -168,6 +168,8 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   d.models = std::move(in.models);
   d.library = &in.lib;
   d.cost = in.cost.get();
+  d.target = c.target;
+  d.cost_model = in.cost->name();
   d.episodes = c.episodes;
   d.temperature = o.temperature;
   d.uncertainty_penalty = o.uncertainty_penalty;
@@ -304,6 +306,8 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   t.rules = in->rules;
   auto& model = in->cost;
   t.cost = model.get();
+  t.target = c.target;
+  t.cost_model = model->name();
   t.episodes = c.episodes;
   t.seed = c.seed;
   t.out = c.out;

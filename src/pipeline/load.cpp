@@ -1,4 +1,5 @@
 #include "rlflow/pipeline/load.h"
+#include "rlflow/pipeline/target.h"
 
 #include <unistd.h>
 
@@ -43,9 +44,8 @@ Expected<std::map<std::string, ir::Shape>> parse_input_shapes(const std::vector<
 }
 
 std::string target_cost_model(const std::string& target) {
-  if (target == "h100") return "recorded";
-  if (target == "gpu") return "cudnn";
-  return "ort";
+  auto t = find_target(target);
+  return t ? (*t)->cost_model : "ort";
 }
 
 int64_t default_memory_limit_mb() {

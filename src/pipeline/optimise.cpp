@@ -33,6 +33,7 @@ struct SearchOutcome {
   rules::RuleLibrary library;
   std::vector<const rules::Rule*> replay_rules;  // every rule the steps may name
   size_t num_rules = 0;
+  std::string agent_note;  // --search rl: the agent was trained under another target (or does not say)
 };
 
 Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& start, const OptimiseHooks& hooks) {
@@ -62,6 +63,13 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& st
     auto info = rl::read_agent_info(ro.agent_path);
     if (!info) return info.error();
     out.num_rules = info->rules.size();
+    // An agent learnt which rewrites pay under one cost: used under another target it still runs, and
+    // says so (issue 39: the shipped agent was trained under the H100 cost, the default target is ort).
+    if (info->target.empty())
+      out.agent_note = ro.agent_path + " does not record the target it was trained under (trained before targets were recorded)";
+    else if (info->target != o.target)
+      out.agent_note = ro.agent_path + " was trained under --target " + info->target + " (" + info->cost_model + " cost), not " + o.target;
+    if (!out.agent_note.empty()) spdlog::warn("{}", out.agent_note);
     opt = rl::make_rl_optimizer(ro, out.library, *out.model);
   } else {
     opt = search::make_optimizer(o.search, rules, *out.model, o.strategy);
@@ -221,6 +229,12 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     RLFLOW_TRY_STATUS(check_output_path(path, inputs, role));
   auto target = find_target(o.target);
   if (!target) return target.error();
+  // A cost timed on this machine's GPU needs one: refused up front, as a model rlflow cannot serve
+  // here, not as an internal error from the CUDA runtime.
+  if ((*target)->cost_model == "cudnn" && o.cost.kind == "auto")
+    if (auto here = measurability(**target); !here.measurable)
+      return Error::unsupported("--target " + o.target + " prices kernels timed on this machine's GPU: " + here.why_not +
+                                " (--target h100 prices them with the recorded H100 timings)");
   if (o.measure != "auto" && o.measure != "on" && o.measure != "off") return Error{ErrorCode::kUsage, "--measure must be auto, on or off"};
 
   // import
@@ -328,6 +342,7 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
                           std::to_string(r.best_cost) + " ms at best, " + std::to_string(before_ms) + " ms for the input)";
     report.cost = cost_report(outcome, before_ms);
     report.search_rules = outcome.num_rules;
+    report.agent_note = outcome.agent_note;
     report.search_result = outcome.result;
     report.rewritten = !cands.empty();
   }

@@ -103,6 +103,7 @@ json OptimiseReport::to_json() const {
   json search_json = nullptr;
   if (search_result) {
     search_json = {{"strategy", search}, {"rules", search_rules}};
+    if (!agent_note.empty()) search_json["agent_warning"] = agent_note;
     search_json.update(search::report_json(*search_result));
   }
   json j{{"ok", true},

@@ -228,7 +228,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   if (comm) RLFLOW_TRY_STATUS(dist::broadcast_params(*comm, net->parameters()));
   auto meta = [&]() {
     return json{{"config", to_yaml(cfg)}, {"rules", rule_names}, {"models", model_names}, {"seed", o.seed},
-                {"counters", counters_json(c)}, {"rng", rng_state(rng)}};
+                {"counters", counters_json(c)}, {"rng", rng_state(rng)}, {"target", o.target}, {"cost_model", o.cost_model}};
   };
 
   std::ofstream log;
@@ -369,6 +369,8 @@ Expected<AgentInfo> read_agent_info(const std::string& path) {
   info.config = *cfg;
   info.rules = meta->value("rules", std::vector<std::string>{});
   info.models = meta->value("models", std::vector<std::string>{});
+  info.target = meta->value("target", "");
+  info.cost_model = meta->value("cost_model", "");
   auto vocab = checkpoint::op_vocab(*meta, path);
   if (!vocab) return vocab.error();
   info.op_vocab = *vocab;

@@ -811,3 +811,38 @@ TEST(Cli, TargetsListsEveryTargetWithItsRuntimeAndOpsets) {
   auto bad = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", "/tmp/never.onnx", "--target", "tpu"});
   EXPECT_EQ(bad.code, 2);
 }
+
+// A checkpoint records the target and the cost it was trained under; `--search rl` under another
+// target still runs, warns, and says so in the JSON (search.agent_warning). Under its own target it
+// says nothing.
+TEST(CliTrainAgent, AnAgentUsedUnderAnotherTargetWarns) {
+  TempDir dir;
+  const auto agent = (dir / "ort.pt").string();
+  auto t = rlflow({"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--episodes", "2", "--seed", "1", "--deterministic",
+                   "--imitation-epochs", "0", "--dagger-rounds", "0", "--target", "ort", "--out", agent});
+  ASSERT_EQ(t.code, 0) << t.err;
+  for (const char* target : {"ort", "h100"}) {
+    auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "rl", "--agent", agent,
+                     "--target", target, "--deterministic", "--json"});
+    ASSERT_EQ(r.code, 0) << target << ": " << r.err;
+    const auto j = parse_json(r.out);
+    const std::string warning = j["search_report"].value("agent_warning", "");
+    if (std::string(target) == "ort") {
+      EXPECT_TRUE(warning.empty()) << warning;
+    } else {
+      EXPECT_NE(warning.find("trained under --target ort"), std::string::npos) << j.dump();
+      EXPECT_NE(r.err.find("trained under --target ort"), std::string::npos) << r.err;
+    }
+  }
+}
+
+// --target gpu prices kernels timed on this machine's GPU: without one (CI), one clean line and
+// exit 3 naming the alternative, never the CUDA runtime's internal error (exit 5).
+TEST(Cli, TargetGpuWithoutAGpuIsOneCleanError) {
+  TempDir dir;
+  auto r = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--target", "gpu"});
+  if (r.code == 0) GTEST_SKIP() << "this machine has a usable GPU";
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("--target h100"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "o.onnx"));
+}

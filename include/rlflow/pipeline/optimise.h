@@ -152,6 +152,7 @@ struct OptimiseReport {
   // The search ran (not --search none).
   std::optional<search::Result> search_result;
   size_t search_rules = 0;
+  std::string agent_note;  // --search rl: the agent was trained under another target, or does not record it
   std::optional<CostReport> cost;
   std::vector<rules::Match> steps;  // the written graph's rewrites, replayable on the input
   // Candidates tried in order; `chosen` indexes the written one.

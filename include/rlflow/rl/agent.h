@@ -22,6 +22,9 @@ struct TrainOptions {
   std::vector<TrainModel> models;           // episodes cycle through them
   std::vector<const rules::Rule*> rules;    // the xfers, in order
   cost::CostModel* cost = nullptr;          // shared by the environments (locked)
+  // Recorded in the checkpoint: the --target and the cost model it was trained under, so that an
+  // agent used under another target says so.
+  std::string target, cost_model;
   PpoConfig config;
   int64_t episodes = 200;                   // total, including those of a resumed run
   uint64_t seed = 0;
@@ -71,6 +74,7 @@ struct AgentInfo {
   std::vector<std::string> rules;
   std::vector<std::string> models;
   int op_vocab = 0;  // one-hot op slots of its encoder (src/rl/features.cpp)
+  std::string target, cost_model;  // what it was trained under (empty: a checkpoint from before they were recorded)
   int64_t updates = 0, episodes = 0, env_steps = 0;
   uint64_t seed = 0;
 };

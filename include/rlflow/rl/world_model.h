@@ -85,6 +85,7 @@ struct DreamTrainOptions {
   std::vector<TrainModel> models;  // dreams start from their real initial states
   const rules::RuleLibrary* library = nullptr;
   cost::CostModel* cost = nullptr;
+  std::string target, cost_model;  // recorded in the controller's checkpoint
   PpoConfig config;                // PPO settings; the env settings come from the world model
   int64_t episodes = 2000;         // dream episodes
   double temperature = 1.0;
