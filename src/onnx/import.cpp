@@ -590,6 +590,11 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   if (stats_) ++stats_->onnx_nodes;
   const std::string& op = n.op_type();
   const bool std_domain = n.domain().empty() || n.domain() == "ai.onnx";
+  // A node of a domain the model does not import has no version, so no meaning (onnx.checker and
+  // onnxruntime refuse the model): bad input, not a failure found when the output is checked.
+  if (!std_domain && std::none_of(model_.opset_import().begin(), model_.opset_import().end(),
+                                  [&](const onnx::OperatorSetIdProto& o) { return o.domain() == n.domain(); }))
+    return bad_node(n, "its domain '" + n.domain() + "' is not in the model's opset_import");
   if (std_domain && op == "Constant") {
     TensorPtr t;
     if (auto* a = find_attr(n, "value")) {
@@ -935,6 +940,12 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     if (!s.ok()) return s.error();
     return true;
   }
+  // Conv and BatchNormalization take floating-point tensors only (their schemas' T); an integer one
+  // is a model no runtime runs.
+  if (op == "Conv" || op == "BatchNormalization")
+    for (int k = 0; k < n.input_size(); ++k)
+      if (auto t = present(n, k) ? in_type(k) : std::nullopt; t && !ir::is_float(t->dtype))
+        return bad_node(n, "input " + std::to_string(k) + " is " + std::string(ir::dtype_name(t->dtype)) + "; " + op + " takes floating-point tensors");
   if (op == "Conv") {
     auto x = in_type(0), w = in_type(1);
     if (!x || !w || x->rank() < 3 || w->rank() != x->rank()) return bad_node(n, "input and weight ranks disagree");

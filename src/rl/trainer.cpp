@@ -199,6 +199,12 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     resumed = *meta;
     if (resumed.value("rules", std::vector<std::string>{}) != rule_names)
       return Error::bad_input(o.out + ": the checkpoint was trained with other rules; cannot resume");
+    // The rewards so far were under the checkpoint's target and cost: resuming under another would
+    // mix two objectives in one agent.
+    const std::string was = resumed.value("target", ""), cost_was = resumed.value("cost_model", "");
+    if ((!was.empty() && was != o.target) || (!cost_was.empty() && cost_was != o.cost_model))
+      return Error{ErrorCode::kUsage, o.out + ": the checkpoint was trained under --target " + was + " (" + cost_was +
+                                          " cost); cannot resume under --target " + o.target + " (" + o.cost_model + " cost)"};
     auto saved = parse_ppo_config(resumed.value("config", ""), o.out);
     if (!saved) return saved.error();
     if (to_yaml(*saved) != to_yaml(cfg)) spdlog::warn("--resume: continuing with the checkpoint's config, not the one given");

@@ -834,6 +834,11 @@ TEST(CliTrainAgent, AnAgentUsedUnderAnotherTargetWarns) {
       EXPECT_NE(r.err.find("trained under --target ort"), std::string::npos) << r.err;
     }
   }
+  // Resuming it under another target would mix two objectives in one agent: refused (issue 41, 21).
+  auto resume = rlflow({"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--episodes", "4", "--seed", "1", "--deterministic",
+                        "--imitation-epochs", "0", "--dagger-rounds", "0", "--target", "h100", "--out", agent, "--resume"});
+  EXPECT_EQ(resume.code, 2) << resume.err;
+  EXPECT_NE(resume.err.find("cannot resume under --target h100"), std::string::npos) << resume.err;
 }
 
 // --target gpu prices kernels timed on this machine's GPU: without one (CI), one clean line and

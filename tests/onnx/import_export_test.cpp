@@ -957,3 +957,45 @@ TEST(ReadTensorFile, ReadsATensorProto) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::kBadInput);
 }
+
+// Models no runtime runs are bad input (exit 3), found on import, not when the output is checked
+// (exit 5): a node of a domain the model does not import, and a Conv or BatchNormalization over
+// integers (issue 41, case 18).
+TEST(Import, ADomainNotImportedAndAnIntegerConvAreBadInput) {
+  for (int which = 0; which < 2; ++which) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    auto* op = m.add_opset_import();
+    op->set_domain("");
+    op->set_version(17);
+    auto* g = m.mutable_graph();
+    const auto elem = which == 0 ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32;
+    auto io = [&](onnx::ValueInfoProto* vi, const std::string& name) {
+      vi->set_name(name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(elem);
+      for (int64_t d : {1, 1, 4, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    };
+    io(g->add_input(), "x");
+    io(g->add_output(), "y");
+    auto* n = g->add_node();
+    n->add_input("x");
+    n->add_output("y");
+    if (which == 0) {
+      n->set_op_type("Foo");
+      n->set_domain("com.example");
+    } else {
+      n->set_op_type("Conv");
+      n->add_input("w");
+      auto* w = g->add_initializer();
+      w->set_name("w");
+      w->set_data_type(onnx::TensorProto::INT32);
+      for (int k = 0; k < 4; ++k) w->add_dims(1);
+      w->add_int32_data(1);
+    }
+    auto imported = onnxio::import_model(m.SerializeAsString(), "bad", ".", import_options());
+    ASSERT_FALSE(imported.ok()) << which;
+    EXPECT_EQ(imported.error().code, ErrorCode::kBadInput) << imported.error().message;
+    EXPECT_NE(imported.error().message.find(which == 0 ? "opset_import" : "floating-point"), std::string::npos) << imported.error().message;
+  }
+}
