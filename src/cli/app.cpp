@@ -18,6 +18,19 @@ namespace rlflow::cli {
 
 namespace {
 
+// --opset: auto, keep or N, parsed into the library's value (pipeline::parse_opset).
+void add_opset_option(CLI::App* c, int64_t& into, const std::string& help) {
+  c->add_option_function<std::string>(
+       "--opset",
+       [&into](const std::string& v) {
+         auto parsed = pipeline::parse_opset(v);
+         if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
+         into = *parsed;
+       },
+       help)
+      ->default_str("auto");
+}
+
 // Every number a flag takes is checked as the flags are parsed, before any work: it must be finite
 // (a NaN passes no comparison, so it would switch a check or a limit off) and in the flag's range.
 CLI::Validator number_at_least(double lo, bool strictly = false) {
@@ -102,18 +115,11 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
                   "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
-  c_opt->add_option_function<std::string>(
-            "--opset",
-            [&opt](const std::string& v) {
-              auto parsed = pipeline::parse_opset(v);
-              if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
-              opt.opset = *parsed;
-            },
-            "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
-            "the input's, so that GELU, LayerNorm, RMSNorm, rotary and attention chains are fused and written as Gelu (20), "
-            "LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); an input written as it is keeps its own. "
-            "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)")
-      ->default_str("auto");
+  add_opset_option(c_opt, opt.opset,
+                   "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
+                   "the input's, so that GELU, LayerNorm, RMSNorm, rotary and attention chains are fused and written as Gelu (20), "
+                   "LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); an input written as it is keeps its own. "
+                   "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)");
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU); `rlflow targets` describes each")
       ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
   c_opt->add_option("--cost-model", opt.cost.kind, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
@@ -166,16 +172,9 @@ int run(int argc, char** argv) {
                 "and ort are deterministic already)");
     c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
     c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
-    c->add_option_function<std::string>(
-           "--opset",
-           [&t](const std::string& v) {
-             auto parsed = pipeline::parse_opset(v);
-             if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
-             t.opset = *parsed;
-           },
-           "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
-           "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused")
-        ->default_str("auto");
+    add_opset_option(c, t.opset,
+                     "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
+                     "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused");
   };
   TrainAgentOptions train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");

@@ -162,6 +162,39 @@ void value_info(onnx::ValueInfoProto* vi, const std::string& name, const std::ve
   for (auto d : shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
+// A model of opset 17 with no nodes yet, for tests that build their graph by hand.
+onnx::ModelProto opset17_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(17);
+  m.mutable_graph();
+  return m;
+}
+
+// A graph input or output: dims given as numbers ("8") or names ("batch").
+void add_io(onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::string>& dims,
+            int elem = onnx::TensorProto::FLOAT) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  for (const auto& d : dims) {
+    auto* dim = tt->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
+    else dim->set_dim_param(d);
+  }
+}
+
+// A node with one output named after it.
+void add_node(onnx::GraphProto* g, const char* type, const std::vector<std::string>& ins, const char* out) {
+  auto* n = g->add_node();
+  n->set_op_type(type);
+  n->set_name(out);
+  for (const auto& i : ins) n->add_input(i);
+  n->add_output(out);
+}
+
 }  // namespace
 
 // ---- import ----
@@ -246,23 +279,9 @@ TEST(Import, DynamicInputTakesRepresentativeSizesAndKeepsItsDims) {
 // Slices it bounds are the IR's (the rotary fusion needs them). A Gather of a varying axis stays.
 TEST(Import, AStaticAxisGatheredFromAVaryingShapeFolds) {
   for (int64_t axis : {2, 0}) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
+    auto m = opset17_model();
     auto* g = m.mutable_graph();
-    auto io = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
-      vi->set_name(name);
-      auto* tt = vi->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(onnx::TensorProto::FLOAT);
-      for (auto& d : dims) {
-        auto* dim = tt->mutable_shape()->add_dim();
-        if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-        else dim->set_dim_param(d);
-      }
-    };
-    io(g->add_input(), "x", {"batch", "seq", "8"});
+    add_io(g->add_input(), "x", {"batch", "seq", "8"});
     auto ints = [&](const std::string& name, std::vector<int64_t> v, bool scalar) {
       auto* t = g->add_initializer();
       t->set_name(name);
@@ -275,19 +294,12 @@ TEST(Import, AStaticAxisGatheredFromAVaryingShapeFolds) {
     ints("zero", {0}, false);
     ints("last", {2}, false);
     ints("first", {0}, false);
-    auto node = [&](const char* type, std::vector<std::string> ins, const char* out) {
-      auto* n = g->add_node();
-      n->set_op_type(type);
-      n->set_name(out);
-      for (auto& i : ins) n->add_input(i);
-      n->add_output(out);
-    };
-    node("Shape", {"x"}, "shape");
-    node("Gather", {"shape", "which"}, "dim");
-    node("Div", {"dim", "two"}, "half");
-    node("Unsqueeze", {"half", "first"}, "end");
-    node("Slice", {"x", "zero", "end", "last"}, "y");
-    io(g->add_output(), "y", {"batch", "seq", "4"});
+    add_node(g, "Shape", {"x"}, "shape");
+    add_node(g, "Gather", {"shape", "which"}, "dim");
+    add_node(g, "Div", {"dim", "two"}, "half");
+    add_node(g, "Unsqueeze", {"half", "first"}, "end");
+    add_node(g, "Slice", {"x", "zero", "end", "last"}, "y");
+    add_io(g->add_output(), "y", {"batch", "seq", "4"});
     auto imported = onnxio::import_model(m.SerializeAsString(), "dynamic", ".", import_options());
     ASSERT_TRUE(imported.ok()) << imported.error().message;
     EXPECT_EQ(count_kind(*imported, OpKind::kSlice), axis == 2 ? 1u : 0u) << "axis " << axis;
@@ -298,41 +310,20 @@ TEST(Import, AStaticAxisGatheredFromAVaryingShapeFolds) {
 // In a dynamic model, Shape of a varying axis is not folded, and a Reshape whose -1 would resolve
 // against it stays an ONNX op: the written file computes both at run time, at any batch size.
 TEST(Import, DynamicShapeChainsAreNotBakedIn) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  auto* op = m.add_opset_import();
-  op->set_domain("");
-  op->set_version(17);
+  auto m = opset17_model();
   auto* g = m.mutable_graph();
-  auto io = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
-    vi->set_name(name);
-    auto* tt = vi->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (auto& d : dims) {
-      auto* dim = tt->mutable_shape()->add_dim();
-      if (std::isdigit(static_cast<unsigned char>(d[0]))) dim->set_dim_value(std::stoll(d));
-      else dim->set_dim_param(d);
-    }
-  };
-  io(g->add_input(), "x", {"batch", "seq", "8"});
-  io(g->add_output(), "y", {"batch", "seq", "8"});
+  add_io(g->add_input(), "x", {"batch", "seq", "8"});
+  add_io(g->add_output(), "y", {"batch", "seq", "8"});
   auto* flat = g->add_initializer();
   flat->set_name("flat");
   flat->set_data_type(onnx::TensorProto::INT64);
   flat->add_dims(2);
   flat->add_int64_data(-1);
   flat->add_int64_data(8);
-  auto node = [&](const char* type, std::vector<std::string> ins, const char* out) {
-    auto* n = g->add_node();
-    n->set_op_type(type);
-    n->set_name(out);
-    for (auto& i : ins) n->add_input(i);
-    n->add_output(out);
-  };
-  node("Shape", {"x"}, "shape");
-  node("Reshape", {"x", "flat"}, "x2");
-  node("Relu", {"x2"}, "r");
-  node("Reshape", {"r", "shape"}, "y");
+  add_node(g, "Shape", {"x"}, "shape");
+  add_node(g, "Reshape", {"x", "flat"}, "x2");
+  add_node(g, "Relu", {"x2"}, "r");
+  add_node(g, "Reshape", {"r", "shape"}, "y");
   onnxio::ImportStats stats;
   auto imported = onnxio::import_model(m.SerializeAsString(), "dynamic", ".", import_options(), &stats);
   ASSERT_TRUE(imported.ok()) << imported.error().message;
@@ -963,30 +954,16 @@ TEST(ReadTensorFile, ReadsATensorProto) {
 // integers (issue 41, case 18).
 TEST(Import, ADomainNotImportedAndAnIntegerConvAreBadInput) {
   for (int which = 0; which < 2; ++which) {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(17);
+    auto m = opset17_model();
     auto* g = m.mutable_graph();
-    const auto elem = which == 0 ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32;
-    auto io = [&](onnx::ValueInfoProto* vi, const std::string& name) {
-      vi->set_name(name);
-      auto* tt = vi->mutable_type()->mutable_tensor_type();
-      tt->set_elem_type(elem);
-      for (int64_t d : {1, 1, 4, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    };
-    io(g->add_input(), "x");
-    io(g->add_output(), "y");
-    auto* n = g->add_node();
-    n->add_input("x");
-    n->add_output("y");
+    const int elem = which == 0 ? onnx::TensorProto::FLOAT : onnx::TensorProto::INT32;
+    add_io(g->add_input(), "x", {"1", "1", "4", "4"}, elem);
+    add_io(g->add_output(), "y", {"1", "1", "4", "4"}, elem);
     if (which == 0) {
-      n->set_op_type("Foo");
-      n->set_domain("com.example");
+      add_node(g, "Foo", {"x"}, "y");
+      g->mutable_node(0)->set_domain("com.example");
     } else {
-      n->set_op_type("Conv");
-      n->add_input("w");
+      add_node(g, "Conv", {"x", "w"}, "y");
       auto* w = g->add_initializer();
       w->set_name("w");
       w->set_data_type(onnx::TensorProto::INT32);
