@@ -21,8 +21,14 @@ debug records are dropped), and written three ways:
                              RMSNormalization, RotaryEmbedding and Attention
   <name>_past.dynamo23.onnx  the with-past one at opset 23 (not a fixture: --variants past23)
 
---size medium (hidden 512, 8 heads of 64 over 2 kv heads, 4 layers; about 40 MB a file, never
-committed) is for measuring (scripts/measure_decoders).
+--size medium (hidden 512, 8 heads of 64 over 2 kv heads, 4 layers; about 50 MB a file, never
+committed) is for measuring (docs/sizes.md).
+
+--others writes the other families the dynamo exporter's fixtures cover into tests/data/sizes
+instead: an encoder-decoder (BART: input_ids and attention_mask over (batch_size,
+encoder_sequence_length), decoder_input_ids over (batch_size, decoder_sequence_length)), a vision
+transformer with window attention (Swin, batch_size dynamic) and a mobile CNN (torchvision's
+MobileNetV2 at width 0.25, batch_size dynamic), each at opset 20.
 
 torch.export names the mask's length an independent dim; the with-past files name it
 "past_sequence_length + sequence_length", which is what it is (optimum writes the same), so that a
@@ -143,6 +149,67 @@ def export(name: str, size: str, variant: str, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def export_other(name: str, path: Path) -> None:
+    import onnx
+    import torch
+    import torchvision
+    import transformers
+
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch_size")
+    if name == "bart":
+        config = transformers.BartConfig(vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                                         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128)
+        model = transformers.BartForConditionalGeneration(config).eval()
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, input_ids, attention_mask, decoder_input_ids):
+                return self.m(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids, use_cache=False).logits
+
+        enc, dec = torch.export.Dim("encoder_sequence_length"), torch.export.Dim("decoder_sequence_length")
+        args = (torch.randint(0, 64, (2, 7)), torch.ones(2, 7, dtype=torch.int64), torch.randint(0, 64, (2, 5)))
+        names = ["input_ids", "attention_mask", "decoder_input_ids"]
+        shapes = {"input_ids": {0: batch, 1: enc}, "attention_mask": {0: batch, 1: enc}, "decoder_input_ids": {0: batch, 1: dec}}
+        module = Wrapped()
+    elif name == "swin":
+        config = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
+                                         num_labels=10)
+        model = transformers.SwinForImageClassification(config).eval()
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, pixel_values):
+                return self.m(pixel_values=pixel_values).logits
+
+        args, names, shapes, module = (torch.randn(2, 3, 32, 32),), ["pixel_values"], {"pixel_values": {0: batch}}, Wrapped()
+    else:
+        module = torchvision.models.mobilenet_v2(width_mult=0.25, num_classes=10).eval()
+        args, names, shapes = (torch.randn(2, 3, 64, 64),), ["pixel_values"], {"x": {0: batch}}
+    tmp = path.with_suffix(".tmp")
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        prog = torch.onnx.export(module, args, dynamo=True, opset_version=20, input_names=names, output_names=["logits"],
+                                 dynamic_shapes=shapes, external_data=False, verbose=False)
+        prog.save(str(tmp))
+    m = onnx.load(str(tmp))
+    for n in m.graph.node:
+        del n.metadata_props[:]
+        n.doc_string = ""
+    onnx.save(m, str(tmp))
+    onnx.checker.check_model(str(tmp), full_check=True)
+    os.replace(tmp, path)
+
+
+OTHERS = ["bart", "swin", "mobilenet_v2"]
+
+
 def main(argv) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out-dir", type=Path, default=ROOT / "tests" / "data" / "decoders")
@@ -150,6 +217,7 @@ def main(argv) -> int:
     ap.add_argument("--force", action="store_true", help="re-export files that exist")
     ap.add_argument("--size", choices=list(SIZES), default="tiny")
     ap.add_argument("--variants", nargs="*", choices=list(VARIANTS), default=["20", "past20", "23"])
+    ap.add_argument("--others", action="store_true", help="the other families (%s), into tests/data/sizes" % ", ".join(OTHERS))
     args = ap.parse_args(argv)
     import onnx
     import torch
@@ -159,22 +227,27 @@ def main(argv) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}", flush=True)
     failed = 0
-    for name in args.names:
-        for variant in args.variants:
-            suffix, opset = VARIANTS[variant]
-            fname = f"{name}{suffix}.dynamo{opset}.onnx"
-            path = args.out_dir / fname
-            try:
-                if args.force or not path.exists():
-                    export(name, args.size, variant, path)
-            except Exception as e:  # one line: exporter errors come from deep inside torch
-                print(f"FAIL {fname}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
-                failed += 1
-                continue
-            m = onnx.load(str(path))
-            opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
-            hist = " ".join(f"{k}:{v}" for k, v in collections.Counter(n.op_type for n in m.graph.node).most_common())
-            print(f"{fname:34s} opset {opset}  {path.stat().st_size / 1024:6.0f} KiB  {hist}", flush=True)
+    jobs = []
+    if args.others:
+        out = args.out_dir if args.out_dir != ROOT / "tests" / "data" / "decoders" else ROOT / "tests" / "data" / "sizes"
+        jobs = [(out / f"{name}.dynamo20.onnx", lambda p, n=name: export_other(n, p)) for name in OTHERS]
+    else:
+        for name in args.names:
+            for variant in args.variants:
+                suffix, opset = VARIANTS[variant]
+                jobs.append((args.out_dir / f"{name}{suffix}.dynamo{opset}.onnx", lambda p, n=name, v=variant: export(n, args.size, v, p)))
+    for path, make in jobs:
+        try:
+            if args.force or not path.exists():
+                make(path)
+        except Exception as e:  # one line: exporter errors come from deep inside torch
+            print(f"FAIL {path.name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", flush=True)
+            failed += 1
+            continue
+        m = onnx.load(str(path))
+        opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+        hist = " ".join(f"{k}:{v}" for k, v in collections.Counter(n.op_type for n in m.graph.node).most_common())
+        print(f"{path.name:34s} opset {opset}  {path.stat().st_size / 1024:6.0f} KiB  {hist}", flush=True)
     return 1 if failed else 0
 
 
