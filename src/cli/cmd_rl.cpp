@@ -104,13 +104,13 @@ Status check_outputs(const TrainCommonOptions& o, const std::vector<std::string>
 Expected<Loaded> load_inputs(const TrainCommonOptions& o) {
   Loaded l;
   exec::Executor ex;
+  auto target = pipeline::find_target(o.target);
+  if (!target) return target.error();
   for (const auto& path : o.models) {
     auto graph = load_model(path, o.input_shapes, ex);
     if (!graph) return graph.error();
     // The agent trains on the graphs `optimise` searches: at the same --opset (auto: the target's), with the
     // composite chains that opset fuses already fused.
-    auto target = pipeline::find_target(o.target);
-    if (!target) return target.error();
     auto opset = pipeline::choose_output_opset(*graph, **target, o.opset);
     if (!opset) return opset.error();
     RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*graph, opset->opset));

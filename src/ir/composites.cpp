@@ -489,50 +489,30 @@ class Matcher {
       auto v = scalar(c);
       return v && *v <= -1e4;
     };
+    // v through an interior Mul by a non-zero scalar constant (or Div by one, where `div`), the
+    // constant folded into the plan's scale.
+    auto unscale = [&](ValueRef v, bool div, std::vector<NodeId>* ns) -> ValueRef {
+      const Node& n = node(v);
+      if (!((div && n.kind == OpKind::kDiv) || n.kind == OpKind::kMul) || !interior(v.node)) return v;
+      for (int k = 0; k < 2; ++k) {
+        if (n.kind == OpKind::kDiv && k == 0) continue;  // only x / c
+        auto c = scalar(n.inputs[static_cast<size_t>(k)]);
+        if (!c || *c == 0) continue;
+        plan.scale *= n.kind == OpKind::kDiv ? 1.0 / *c : *c;
+        ns->push_back(v.node);
+        return n.inputs[static_cast<size_t>(1 - k)];
+      }
+      return v;
+    };
     // The scores: optionally scaled, a MatMul.
     auto scores = [&](ValueRef s, std::vector<NodeId>* ns) -> bool {
-      s = through_noop_casts(s, ns);
-      const Node& sn = node(s);
-      if ((sn.kind == OpKind::kDiv || sn.kind == OpKind::kMul) && interior(s.node)) {
-        for (int k = 0; k < 2; ++k) {
-          if (sn.kind == OpKind::kDiv && k == 0) continue;  // only x / c
-          auto c = scalar(sn.inputs[static_cast<size_t>(k)]);
-          if (!c || *c == 0) continue;
-          plan.scale *= sn.kind == OpKind::kDiv ? 1.0 / *c : *c;
-          ns->push_back(s.node);
-          s = sn.inputs[static_cast<size_t>(1 - k)];
-          break;
-        }
-      }
+      s = unscale(through_noop_casts(s, ns), /*div=*/true, ns);
       const Node& mn = node(s);
       if (mn.kind != OpKind::kMatMul || !interior(s.node) || g_.type(s).shape != scores_shape) return false;
       ns->push_back(s.node);
-      ValueRef q = mn.inputs[0];
-      const Node& qn = node(q);
-      if ((qn.kind == OpKind::kDiv || qn.kind == OpKind::kMul) && interior(q.node)) {
-        for (int k = 0; k < 2; ++k) {
-          if (qn.kind == OpKind::kDiv && k == 0) continue;
-          auto c = scalar(qn.inputs[static_cast<size_t>(k)]);
-          if (!c || *c == 0) continue;
-          plan.scale *= qn.kind == OpKind::kDiv ? 1.0 / *c : *c;
-          ns->push_back(q.node);
-          q = qn.inputs[static_cast<size_t>(1 - k)];
-          break;
-        }
-      }
-      plan.q = q;
-      ValueRef kt = mn.inputs[1];
+      plan.q = unscale(mn.inputs[0], /*div=*/true, ns);
       // torch.onnx's SDPA scales Q and K^T each by sqrt(scale).
-      if (const Node& sk = node(kt); sk.kind == OpKind::kMul && interior(kt.node)) {
-        for (int k = 0; k < 2; ++k) {
-          auto c = scalar(sk.inputs[static_cast<size_t>(k)]);
-          if (!c || *c == 0) continue;
-          plan.scale *= *c;
-          ns->push_back(kt.node);
-          kt = sk.inputs[static_cast<size_t>(1 - k)];
-          break;
-        }
-      }
+      const ValueRef kt = unscale(mn.inputs[1], /*div=*/false, ns);
       if (auto k = flat_transposed(kt, ns)) {  // torch.onnx's K^T through (B*H, E, L)
         plan.k = *k;
         return true;

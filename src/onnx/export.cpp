@@ -1136,8 +1136,8 @@ bool schema_extends(const onnx::OpSchema& a, const onnx::OpSchema& b) {
 
 }  // namespace
 
-Status set_output_opset(ir::Graph* g, int64_t to) {
-  const int64_t from = g->meta().opset("");
+Status check_output_opset(const ir::Graph& g, int64_t to) {
+  const int64_t from = g.meta().opset("");
   if (to == from) return {};
   if (to < from)
     return Error{ErrorCode::kUsage, "--opset " + std::to_string(to) + " is below the model's opset " + std::to_string(from) +
@@ -1145,18 +1145,24 @@ Status set_output_opset(ir::Graph* g, int64_t to) {
   if (to > max_known_opset())
     return Error{ErrorCode::kUsage, "--opset " + std::to_string(to) + " is newer than the linked onnx library knows (" +
                                         std::to_string(max_known_opset()) + ")"};
-  for (size_t i = 0; i < g->size(); ++i) {
-    const auto& n = g->node(static_cast<ir::NodeId>(i));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<ir::NodeId>(i));
     if (n.kind != ir::OpKind::kOpaque) continue;
     const auto& p = std::get<ir::OpaqueParams>(n.params);
     if (!(p.domain.empty() || p.domain == "ai.onnx")) continue;  // other domains keep their own opset
     const auto* a = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(from), "");
     const auto* b = onnx::OpSchemaRegistry::Schema(p.op_type, static_cast<int>(to), "");
     if (!a || !b || (a->SinceVersion() != b->SinceVersion() && !schema_extends(*a, *b)))
-      return Error::unsupported("--opset " + std::to_string(to) + ": " + p.op_type + " (" + ir::node_label(*g, static_cast<ir::NodeId>(i)) +
+      return Error::unsupported("--opset " + std::to_string(to) + ": " + p.op_type + " (" + ir::node_label(g, static_cast<ir::NodeId>(i)) +
                                 ") changes between opset " + std::to_string(from) + " and " + std::to_string(to) +
                                 ", and rlflow keeps it verbatim (it does not convert ops it does not model)");
   }
+  return {};
+}
+
+Status set_output_opset(ir::Graph* g, int64_t to) {
+  if (to == g->meta().opset("")) return {};
+  RLFLOW_TRY_STATUS(check_output_opset(*g, to));
   // The IR version each opset needs (onnx's version table).
   static const std::pair<int64_t, int64_t> kIr[] = {{15, 8}, {19, 9}, {21, 10}, {23, 11}, {25, 12}};
   int64_t ir = g->meta().ir_version;

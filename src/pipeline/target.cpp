@@ -92,8 +92,7 @@ Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord
   // The newest opset the runtime runs that carries every op kept verbatim: counting down.
   std::string blocked;
   for (int64_t v = t.max_opset; v > input; --v) {
-    ir::Graph copy = g;
-    auto st = onnxio::set_output_opset(&copy, v);
+    auto st = onnxio::check_output_opset(g, v);
     if (st.ok()) {
       std::string why = "the newest " + runtime + " runs (--opset auto)";
       if (!blocked.empty()) why = "the newest that carries every op kept verbatim (" + blocked + ")";

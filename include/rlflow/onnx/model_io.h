@@ -98,6 +98,8 @@ std::vector<std::string> model_files(const std::string& path);
 // (opaque) must have the same schema version at both opsets, or an unsupported error names it. The
 // IR version rises to what `to` needs.
 Status set_output_opset(ir::Graph* g, int64_t to);
+// Whether set_output_opset(g, to) would succeed, without changing g.
+Status check_output_opset(const ir::Graph& g, int64_t to);
 
 // A serialized TensorProto file (the ONNX backend test data format).
 Expected<ir::TensorPtr> read_tensor_file(const std::string& path);
