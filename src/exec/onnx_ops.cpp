@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "aten_ops.h"
+#include "rlflow/ir/shape_inference.h"
 
 namespace rlflow::exec::detail {
 
@@ -82,6 +83,10 @@ at::ScalarType onnx_scalar_type(int64_t onnx_type) {
 Entry unary(at::Tensor (*f)(const at::Tensor&)) {
   return {[f](const OnnxCall& c) { return one(f(c.x(0))); }, nullptr};
 }
+// Sign(NaN) is NaN, as in onnxruntime and numpy (at::sign gives 0).
+at::Tensor sign_keeping_nan(const at::Tensor& x) {
+  return at::isFloatingType(x.scalar_type()) ? at::where(at::isnan(x), x, at::sign(x)) : at::sign(x);
+}
 // Ops before opset 7 broadcast only with the legacy `broadcast` attribute, which is not implemented.
 bool no_legacy_broadcast(const ir::Attributes& a, int64_t) { return !a.has("broadcast"); }
 Entry binary(at::Tensor (*f)(const at::Tensor&, const at::Tensor&)) {
@@ -119,13 +124,34 @@ Entry reduce(Red kind, int64_t axes_input_since) {
             at::Tensor y;
             switch (kind) {
               case Red::kSum: y = sum(x); break;
-              case Red::kMean: y = at::isFloatingType(x.scalar_type()) ? at::mean(x, axes, keep) : sum(x.to(at::kDouble)) / [&] {
+              case Red::kMean: y = x.numel() == 0 ? sum(x) :  // over nothing: 0, as onnxruntime computes it
+                                   at::isFloatingType(x.scalar_type()) ? at::mean(x, axes, keep) : sum(x.to(at::kDouble)) / [&] {
                 double n = 1;
                 for (auto a : axes) n *= static_cast<double>(x.size(a));
                 return n;
               }(); break;
-              case Red::kMax: y = x.numel() == 0 ? sum(x) : at::amax(x, axes, keep); break;
-              case Red::kMin: y = x.numel() == 0 ? sum(x) : at::amin(x, axes, keep); break;
+              // Over nothing: the identity of max and min, -inf and +inf (an integer's extremes), as
+              // onnxruntime and opset 18 define it.
+              case Red::kMax:
+              case Red::kMin: {
+                const bool mx = kind == Red::kMax;
+                if (x.numel() == 0) {
+                  const at::Tensor shape_of = sum(x);
+                  if (at::isFloatingType(x.scalar_type()))
+                    y = at::full_like(shape_of, mx ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity());
+                  else if (x.scalar_type() == at::kLong)
+                    y = at::full_like(shape_of, mx ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+                  else if (x.scalar_type() == at::kInt)
+                    y = at::full_like(shape_of, mx ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max());
+                  else
+                    throw Unsupported("an empty reduction of this dtype");
+                  break;
+                }
+                if (at::isFloatingType(x.scalar_type()) && at::isnan(x).any().item<bool>())
+                  throw Unsupported("a NaN in the input (onnxruntime's result then depends on its position)");
+                y = mx ? at::amax(x, axes, keep) : at::amin(x, axes, keep);
+                break;
+              }
               case Red::kProd:
                 y = x;
                 for (auto it = axes.rbegin(); it != axes.rend(); ++it) y = at::prod(y, *it, true);
@@ -137,6 +163,24 @@ Entry reduce(Red kind, int64_t axes_input_since) {
               case Red::kLogSumExp: y = at::logsumexp(x, axes, keep); break;
               case Red::kSumSquare: y = sum(x * x); break;
             }
+            // An integer result out of the dtype's range: onnxruntime's kernels do not wrap it the way
+            // two's complement would, so no value is claimed for it.
+            if (!at::isFloatingType(x.scalar_type()) && x.scalar_type() != at::kBool && kind != Red::kMax && kind != Red::kMin) {
+              const at::Tensor xd = x.to(at::kDouble);
+              at::Tensor exact;
+              switch (kind) {
+                case Red::kProd:
+                  exact = xd;
+                  for (auto it = axes.rbegin(); it != axes.rend(); ++it) exact = at::prod(exact, *it, true);
+                  break;
+                case Red::kL1: exact = at::sum(at::abs(xd), axes, keep); break;
+                case Red::kL2: case Red::kSumSquare: exact = at::sum(xd * xd, axes, keep); break;
+                default: exact = at::sum(xd, axes, keep); break;
+              }
+              const double lim = x.scalar_type() == at::kInt ? 0x1p31 : x.scalar_type() == at::kLong ? 0x1p63 : 0x1p7;
+              if (exact.numel() > 0 && ((exact >= lim) | (exact < -lim)).any().item<bool>())
+                throw Unsupported("an integer result out of the dtype's range");
+            }
             return one(y.to(x.scalar_type()));
           },
           nullptr};
@@ -147,6 +191,9 @@ Entry arg_reduce(bool is_max) {
             const at::Tensor& x = c.x(0);
             const int64_t axis = norm_axis(c.a.i("axis", 0), x.dim());
             const bool keep = c.a.i("keepdims", 1) != 0;
+            // onnxruntime's result for a NaN depends on where it stands; none is claimed here.
+            if (at::isFloatingType(x.scalar_type()) && at::isnan(x).any().item<bool>())
+              throw Unsupported("a NaN in the input (onnxruntime's index then depends on its position)");
             if (c.a.i("select_last_index", 0) != 0) {
               at::Tensor f = x.flip({axis});
               at::Tensor idx = is_max ? at::argmax(f, axis, keep) : at::argmin(f, axis, keep);
@@ -570,19 +617,9 @@ Outs slice(const OnnxCall& c) {
   for (size_t k = 0; k < starts.size(); ++k) {
     const int64_t a = norm_axis(axes[k], x.dim()), dim = x.size(a), s = steps[k];
     if (s == 0) throw std::invalid_argument("Slice step 0");
-    auto clampi = [](int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); };
-    int64_t st = starts[k], en = ends[k];
-    if (st < 0) st = st < -dim ? -1 : st + dim;  // (stays below 0 when far out of range)
-    if (en < 0) en = en < -dim ? -1 : en + dim;
-    if (s > 0) {
-      st = clampi(st, 0, dim);
-      en = clampi(en, 0, dim);
-    } else {
-      st = clampi(st, -1, dim - 1);
-      en = clampi(en, -1, dim - 1);
-    }
+    const auto b = ir::onnx_slice_bounds(starts[k], ends[k], s, dim);
     std::vector<int64_t> idx;
-    for (int64_t i = st; s > 0 ? i < en : i > en; i += s) idx.push_back(i);
+    for (int64_t i = 0; i < b.len; ++i) idx.push_back(b.start + i * s);
     y = y.index_select(a, at::tensor(idx, at::kLong));
   }
   return one(y);
@@ -875,7 +912,7 @@ const std::unordered_map<std::string, Entry>& table() {
     m["Floor"] = unary(at::floor);
     m["Ceil"] = unary(at::ceil);
     m["Round"] = unary(at::round);  // halves to even, as ONNX
-    m["Sign"] = unary(at::sign);
+    m["Sign"] = unary(sign_keeping_nan);
     m["Sin"] = unary(at::sin);
     m["Cos"] = unary(at::cos);
     m["Tan"] = unary(at::tan);
@@ -938,12 +975,14 @@ const std::unordered_map<std::string, Entry>& table() {
     m["Clip"] = {[](const OnnxCall& c) {
                    const at::Tensor& x = c.x(0);
                    if (c.opset < 11) {
-                     return one(at::clamp(x, c.a.f("min", -std::numeric_limits<double>::infinity()),
-                                          c.a.f("max", std::numeric_limits<double>::infinity())));
+                     const double inf = std::numeric_limits<double>::infinity(), lo = c.a.f("min", -inf), hi = c.a.f("max", inf);
+                     return one(at::clamp(x, std::isnan(lo) ? -inf : lo, std::isnan(hi) ? inf : hi));
                    }
+                   // A NaN bound is no bound, as in onnxruntime (whose kernel compares x with it).
+                   auto bound = [&](int k) { return c.has(k) && c.in[k]->numel() > 0 && !at::isnan(*c.in[k]).any().item<bool>(); };
                    at::Tensor y = x;
-                   if (c.has(1) && c.in[1]->numel() > 0) y = at::maximum(y, c.in[1]->to(x.scalar_type()));
-                   if (c.has(2) && c.in[2]->numel() > 0) y = at::minimum(y, c.in[2]->to(x.scalar_type()));
+                   if (bound(1)) y = at::maximum(y, c.in[1]->to(x.scalar_type()));
+                   if (bound(2)) y = at::minimum(y, c.in[2]->to(x.scalar_type()));
                    return one(c.has(1) || c.has(2) ? y : x.clone());
                  },
                  nullptr};

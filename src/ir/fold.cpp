@@ -72,11 +72,14 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
   std::vector<std::vector<ValueRef>> remap(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     const auto& n = g.node(static_cast<NodeId>(i));
-    if (!constant[i] || n.kind == OpKind::kWeight) {  // weights are already folded
+    auto keep = [&] {
       Node copy = n;
       for (auto& in : copy.inputs) in = remap[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)];
       NodeId id = out.add(std::move(copy));
       for (size_t k = 0; k < n.outputs.size(); ++k) remap[i].push_back({id, static_cast<int32_t>(k)});
+    };
+    if (!constant[i] || n.kind == OpKind::kWeight) {  // weights are already folded
+      keep();
       continue;
     }
     std::vector<TensorPtr> values;
@@ -88,7 +91,18 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
         const auto& src = out.node(remap[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)].node);
         ins.push_back(src.value);
       }
+      // An input that stayed a node (below) keeps this one a node too.
+      if (std::any_of(ins.begin(), ins.end(), [](const TensorPtr& t) { return !t; })) {
+        keep();
+        continue;
+      }
       auto r = eval.evaluate(n, ins);
+      // An ONNX op whose value the evaluator does not claim for these inputs (a NaN where
+      // onnxruntime's result depends on its position) stays a node, for the runtime to compute.
+      if (!r && r.error().code == ErrorCode::kUnsupported && n.kind == OpKind::kOpaque) {
+        keep();
+        continue;
+      }
       if (!r) return r.error().with_context("folding " + node_label(g, static_cast<NodeId>(i)));
       values = std::move(*r);
     }

@@ -1,6 +1,7 @@
 #include "rlflow/ir/shape_inference.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -51,6 +52,8 @@ Expected<std::vector<TensorType>> infer_conv(const ConvParams& p, const std::vec
   const auto& x = in[0].shape;
   const auto& w = in[1].shape;
   if (x.size() < 3 || w.size() != x.size()) return fail(k, "input and weight ranks disagree: " + types_str(in));
+  for (const auto& t : in)
+    if (t.dtype != in[0].dtype) return fail(k, "dtypes differ: " + types_str(in));
   const size_t nsp = x.size() - 2;
   RLFLOW_TRY_STATUS(check_spatial(k, nsp, p.strides, p.pads, &p.dilations));
   if (p.group <= 0 || x[1] % p.group != 0 || w[0] % p.group != 0) return fail(k, "group does not divide channels");
@@ -158,6 +161,22 @@ Expected<std::vector<TensorType>> infer_slice(const SliceParams& p, const Tensor
 }
 
 }  // namespace
+
+SliceBounds onnx_slice_bounds(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  if (dim <= 0) return {};
+  if (start < 0) start += dim;
+  start = step < 0 ? std::clamp<int64_t>(start, 0, dim - 1) : std::clamp<int64_t>(start, 0, dim);
+  if (end == std::numeric_limits<int32_t>::max() || end == std::numeric_limits<int64_t>::max()) {
+    end = step < 0 ? -1 : dim;
+  } else {
+    if (end < 0) end = end < -dim ? -dim - 1 : end + dim;  // (no overflow at INT64_MIN)
+    end = std::clamp<int64_t>(end, step < 0 ? -1 : 0, dim);
+  }
+  int64_t len = 0;
+  if (step > 0 && end > start) len = (end - start - 1) / step + 1;
+  if (step < 0 && start > end) len = (start - end - 1) / (step == std::numeric_limits<int64_t>::min() ? dim : -step) + 1;
+  return {start, end, len};
+}
 
 Expected<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
   const size_t n = std::max(a.size(), b.size());

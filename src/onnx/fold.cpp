@@ -76,7 +76,11 @@ TensorPtr from_num(const Num& n, DType dt, const Shape& shape) {
   auto val = [&](size_t k) { return n.is_int ? static_cast<double>(n.i[k]) : n.f[k]; };
   auto ival = [&](size_t k) { return n.is_int ? n.i[k] : static_cast<int64_t>(n.f[k]); };
   switch (dt) {
-    case DType::kFloat32: { std::vector<float> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = static_cast<float>(val(k)); return Tensor::from_vector(dt, shape, v); }
+    case DType::kFloat32: {  // (an integer converts once: through double it could round twice)
+      std::vector<float> v(cnt);
+      for (size_t k = 0; k < cnt; ++k) v[k] = n.is_int ? static_cast<float>(n.i[k]) : static_cast<float>(n.f[k]);
+      return Tensor::from_vector(dt, shape, v);
+    }
     case DType::kFloat64: { std::vector<double> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = val(k); return Tensor::from_vector(dt, shape, v); }
     case DType::kInt64: { std::vector<int64_t> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = ival(k); return Tensor::from_vector(dt, shape, v); }
     case DType::kInt32: { std::vector<int32_t> v(cnt); for (size_t k = 0; k < cnt; ++k) v[k] = static_cast<int32_t>(ival(k)); return Tensor::from_vector(dt, shape, v); }
@@ -137,6 +141,7 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       out.i.push_back(r);
     } else if (is_int) {
       int64_t a = at_i(0), b = in.size() > 1 ? at_i(1) : 0, r = 0;
+
       // Two's-complement wraparound, as the runtime's integer kernels compute it, without C++'s
       // undefined overflow: INT64_MIN / -1 (which traps the CPU) is INT64_MIN, and INT64_MIN % -1 is 0.
       const auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
@@ -145,7 +150,7 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       if (op == "Add") r = wrap(ua + ub);
       else if (op == "Sub") r = wrap(ua - ub);
       else if (op == "Mul") r = wrap(ua * ub);
-      else if (op == "Div") r = b == 0 ? 0 : min_by_minus_one ? a : a / b;
+      else if (op == "Div") r = min_by_minus_one ? a : a / b;  // (b != 0: checked by the caller)
       else if (op == "Neg") r = wrap(0 - ua);
       else if (op == "Min") r = std::min(a, b);
       else if (op == "Max") r = std::max(a, b);
@@ -163,8 +168,8 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
       else if (op == "Mul") r = a * b;
       else if (op == "Div") r = a / b;
       else if (op == "Neg") r = -a;
-      else if (op == "Min") r = std::min(a, b);
-      else if (op == "Max") r = std::max(a, b);
+      else if (op == "Min") r = std::isnan(a) || std::isnan(b) ? std::nan("") : std::min(a, b);  // NaN wins, as in
+      else if (op == "Max") r = std::isnan(a) || std::isnan(b) ? std::nan("") : std::max(a, b);  // onnxruntime
       else if (op == "Abs") r = std::fabs(a);
       else if (op == "Sqrt") r = std::sqrt(a);
       else if (op == "Fmod") r = std::fmod(a, b);
@@ -179,6 +184,15 @@ Result elementwise(const std::string& op, const std::vector<TensorPtr>& in) {
 }
 
 std::vector<int64_t> ints_of(const TensorPtr& t) { return t ? t->as_int64() : std::vector<int64_t>{}; }
+
+// An integer Div or Mod by a constant divisor holding a zero: onnxruntime refuses the model when it
+// loads it (even where the dividend is empty), so rlflow does too instead of choosing a value.
+Status no_integer_zero_divisor(const std::string& op, const std::vector<TensorPtr>& in) {
+  if ((op != "Div" && op != "Mod") || in.size() != 2 || !in[1] || ir::is_float(in[1]->dtype())) return {};
+  for (int64_t v : in[1]->as_int64())
+    if (v == 0) return Error::bad_input(op + ": an integer division by a constant zero (onnxruntime refuses this model)");
+  return {};
+}
 
 }  // namespace
 
@@ -215,13 +229,28 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
   if (op == "Cast") {
     auto dt = dtype_from_onnx(static_cast<int32_t>(attr_int(node, "to", 1)), "Cast target");
     if (!dt) return not_handled();
-    auto t = from_num(to_num(*in[0]), *dt, in[0]->shape());
+    Num n = to_num(*in[0]);
+    if (!n.is_int && !ir::is_float(*dt) && *dt != DType::kBool) {
+      // A float out of the target's range (or NaN) converts as onnxruntime's x86 kernels do: to the
+      // "integer indefinite" value, INT64_MIN for int64 and INT32_MIN for the narrower types, which
+      // then keep its low bits (so 300.0 to uint8 is 44, as in C).
+      n.is_int = true;
+      n.i.reserve(n.f.size());
+      for (double d : n.f) {
+        if (*dt == DType::kInt64)
+          n.i.push_back(std::isnan(d) || d >= 0x1p63 || d < -0x1p63 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(d));
+        else
+          n.i.push_back(std::isnan(d) || d >= 0x1p31 || d < -0x1p31 ? std::numeric_limits<int32_t>::min() : static_cast<int32_t>(d));
+      }
+    }
+    auto t = from_num(n, *dt, in[0]->shape());
     if (!t) return not_handled();
     return single(t);
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal" || op == "Less" || op == "Greater" ||
       op == "Where" || op == "Neg" || op == "Not" || op == "Min" || op == "Max" || op == "Abs" || op == "Sqrt") {
     if ((op == "Min" || op == "Max") && in.size() != 2) return not_handled();
+    RLFLOW_TRY_STATUS(no_integer_zero_divisor(op, in));
     return elementwise(op, in);
   }
   if (op == "Mod") {
@@ -229,6 +258,7 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     const bool c_style = attr_int(node, "fmod", 0) != 0;
     if (in.size() != 2 || !in[0] || !in[1]) return not_handled();
     if (!c_style && (ir::is_float(in[0]->dtype()) || ir::is_float(in[1]->dtype()))) return not_handled();
+    RLFLOW_TRY_STATUS(no_integer_zero_divisor(op, in));
     return elementwise(c_style ? "Fmod" : "Mod", in);
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
@@ -364,23 +394,10 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     for (size_t k = 0; k < axes.size(); ++k) {
       int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
       if (a < 0 || a >= r || steps[k] == 0) return Error::bad_input("Slice: bad axis or step");
-      const int64_t dim = ds[static_cast<size_t>(a)];
-      int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
-      int64_t e = ends[k] < 0 ? ends[k] + dim : ends[k];
-      int64_t len;
-      if (steps[k] > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        len = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
-      } else {
-        // ONNX clamps a negative-step start into [0, dim-1] (as onnxruntime and ONNX shape inference do).
-        s = std::max<int64_t>(0, std::min<int64_t>(s, dim - 1));
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        len = s > e ? (s - e - steps[k] - 1) / (-steps[k]) : 0;
-      }
-      st[static_cast<size_t>(a)] = s;
-      step[static_cast<size_t>(a)] = steps[k];
-      out[static_cast<size_t>(a)] = len;
+      const auto b = ir::onnx_slice_bounds(starts[k], ends[k], steps[k], ds[static_cast<size_t>(a)]);
+      st[static_cast<size_t>(a)] = b.start;
+      step[static_cast<size_t>(a)] = b.len > 1 ? steps[k] : 1;  // (a step beyond the extent takes one element)
+      out[static_cast<size_t>(a)] = b.len;
     }
     const auto strides = strides_of(ds);
     return single(gather_bytes(*in[0], out, [&](const std::vector<int64_t>& o) {
@@ -456,8 +473,11 @@ Result fold_node(const onnx::NodeProto& node, const std::vector<TensorPtr>& in,
     } else {
       double s = a.f[0], l = b.f[0], d = c.f[0];
       if (d == 0) return Error::bad_input("Range: zero delta");
-      const double count = std::max(0.0, std::ceil((l - s) / d));
-      if (!std::isfinite(count) || count > std::ldexp(1.0, 40)) return Error::bad_input("Range: " + std::to_string(count) + " elements");
+      // A count that is not a finite number (a NaN or infinite start or limit): onnxruntime refuses it.
+      const double q = (l - s) / d;
+      if (!std::isfinite(q)) return Error::bad_input("Range(" + std::to_string(s) + ", " + std::to_string(l) + ", " + std::to_string(d) + "): the element count is not a finite number");
+      const double count = std::max(0.0, std::ceil(q));
+      if (count > std::ldexp(1.0, 40)) return Error::bad_input("Range: " + std::to_string(count) + " elements");
       if (!(count <= static_cast<double>(kMaxFoldElements))) return not_handled();
       const auto n = static_cast<int64_t>(count);
       for (int64_t k = 0; k < n; ++k) out.f.push_back(s + static_cast<double>(k) * d);

@@ -18,6 +18,7 @@
 #include "proto_io.h"
 #include "rlflow/ir/dim_expr.h"
 #include "rlflow/ir/builder.h"
+#include "rlflow/ir/shape_inference.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/util/file_io.h"
 
@@ -1078,6 +1079,8 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     return done(emit(n, OpKind::kSoftmax, ins, ir::AxisParams{*ax}));
   }
   if (op == "ReduceMean") {
+    // The IR's ReduceMean is a float mean; an integer one stays an ONNX op (its runtime's rounding).
+    if (auto t = in_type(0); !t || !ir::is_float(t->dtype)) return false;
     const int64_t r = rank_of(0);
     std::vector<int64_t> axes;
     if (opset_ >= 18) {
@@ -1307,19 +1310,10 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
       if (varies(n.input(0), *a, *a + 1)) return false;  // clamped bounds would bake in this extent
       const int64_t dim = x->shape[static_cast<size_t>(*a)];
       if (steps[k] == 0) return bad_node(n, "step 0");
-      int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
-      int64_t e = ends[k] < 0 ? ends[k] + dim : ends[k];
-      if (steps[k] > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-      } else {
-        // ONNX clamps a negative-step start into [0, dim-1] (as onnxruntime and ONNX shape inference do).
-        s = std::max<int64_t>(0, std::min<int64_t>(s, dim - 1));
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-      }
+      const auto b = ir::onnx_slice_bounds(starts[k], ends[k], steps[k], dim);
       p.axes.push_back(*a);
-      p.starts.push_back(s);
-      p.ends.push_back(e);
+      p.starts.push_back(b.start);
+      p.ends.push_back(b.len == 0 ? b.start : b.end);
       p.steps.push_back(steps[k]);
     }
     RLFLOW_TRY_STATUS(take(0));

@@ -184,3 +184,53 @@ TEST(OnnxOps, UnknownOpsAndUnimplementedAttributesAreNotSupported) {
 }
 
 }  // namespace
+
+// Issue 41, case 7: where the spec leaves a value open, the executor computes what onnxruntime
+// does (scripts/check_folding.py tests this over random constant graphs against onnxruntime).
+TEST(OnnxOpsLikeOnnxruntime, SignOfNaNIsNaNAndEmptyMaxIsMinusInfinity) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto s = run({"Sign"}, {f32({3}, {nan, -2.f, 0.f})}, {{DType::kFloat32, {3}}});
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_TRUE(std::isnan(vals(s[0])[0]));
+  EXPECT_EQ(vals(s[0])[1], -1.0);
+  Op mx{"ReduceMax"};
+  mx.opset = 18;
+  mx.set("keepdims", int64_t{0});
+  auto m = run(mx, {f32({0, 2}, {}), i64({1}, {0})}, {{DType::kFloat32, {2}}});
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(vals(m[0]), (std::vector<double>{-inf, -inf}));
+  Op mean{"ReduceMean"};
+  mean.opset = 18;
+  auto z = run(mean, {f32({0}, {})}, {{DType::kFloat32, {1}}});
+  ASSERT_EQ(z.size(), 1u);
+  EXPECT_EQ(vals(z[0]), (std::vector<double>{0.0}));  // onnxruntime: 0, not NaN
+  auto c = run({"Clip"}, {f32({3}, {-5.f, 0.5f, 5.f}), f32({}, {nan}), f32({}, {1.f})}, {{DType::kFloat32, {3}}});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(vals(c[0]), (std::vector<double>{-5.0, 0.5, 1.0}));  // a NaN bound is no bound
+}
+
+// A NaN where onnxruntime's answer depends on its position, and an integer sum that overflows:
+// no value is claimed (the node then stays in the graph for the runtime to compute).
+TEST(OnnxOpsLikeOnnxruntime, NoValueClaimedWhereOnnxruntimeIsPositionDependent) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ModelMeta meta;
+  meta.opsets = {{"", 18}};
+  for (const std::string op : {"ArgMax", "ReduceMax", "ReduceSum"}) {
+    SCOPED_TRACE(op);
+    GraphBuilder b(meta);
+    OpaqueParams p;
+    p.op_type = op;
+    p.since_version = 18;
+    p.attrs = std::make_shared<Attributes>();
+    p.input_slots = {0};
+    p.output_slots = {0};
+    const bool sum = op == "ReduceSum";
+    auto x = sum ? b.weight("x", i64({2}, {std::numeric_limits<int64_t>::max(), 1})) : b.weight("x", f32({3}, {1.f, nan, 2.f}));
+    const TensorType out{op == "ArgMax" ? DType::kInt64 : sum ? DType::kInt64 : DType::kFloat32, {1}};
+    auto y = b.op_with_types(OpKind::kOpaque, {x}, p, {out}, op);
+    b.output(y[0], "y");
+    auto r = Executor().run(b.graph(), {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kUnsupported) << r.error().message;
+  }
+}

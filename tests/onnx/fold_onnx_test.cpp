@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -424,4 +425,52 @@ TEST(FoldOnnx, Int64MinByMinusOneWrapsWithoutTrapping) {
   expect_i64(fold1(fmod, {i64v({lo}), i64v({-1})}), {1}, {0});
   expect_i64(fold1(node("Neg", 1), {i64v({lo})}), {1}, {lo});
   expect_i64(fold1(node("Add", 2), {i64v({std::numeric_limits<int64_t>::max()}), i64v({1})}), {1}, {lo});
+}
+
+// Issue 41, case 7: the import-time folder computes what onnxruntime computes where the spec is
+// silent, and refuses what onnxruntime refuses.
+TEST(FoldOnnxLikeOnnxruntime, NaNWinsMinAndMaxAndCastsOutOfRangeToTheIndefiniteInteger) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto mx = fold1(node("Max", 2), {f32({3}, {nan, 1.f, 2.f}), f32({3}, {1.f, nan, 3.f})});
+  ASSERT_TRUE(mx);
+  const auto v = mx->as_double();
+  EXPECT_TRUE(std::isnan(v[0]) && std::isnan(v[1]));
+  EXPECT_EQ(v[2], 3.0);
+  auto cast = node("Cast", 1);
+  attr_int(cast, "to", onnx::TensorProto::INT32);
+  auto c = fold1(cast, {f32({5}, {inf, -inf, nan, 3e10f, -2.7f})});
+  ASSERT_TRUE(c);
+  const int64_t m = std::numeric_limits<int32_t>::min();
+  EXPECT_EQ(c->as_int64(), (std::vector<int64_t>{m, m, m, m, -2}));
+  auto to_u8 = node("Cast", 1);
+  attr_int(to_u8, "to", onnx::TensorProto::UINT8);
+  auto u = fold1(to_u8, {f32({2}, {300.f, -1.f})});
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->as_int64(), (std::vector<int64_t>{44, 255}));
+}
+
+TEST(FoldOnnxLikeOnnxruntime, SliceEndsAtIntMaxInEitherDirectionAndAnEmptyAxisGivesNothing) {
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  // ends = INT64_MAX with a negative step: to the start (onnxruntime), all three rows reversed.
+  auto rev = fold1(node("Slice", 5), {f32({3, 1}, {1.f, 2.f, 3.f}), i64v({2}), i64v({big}), i64v({0}), i64v({-1})});
+  ASSERT_TRUE(rev);
+  EXPECT_EQ(rev->shape(), (Shape{3, 1}));
+  EXPECT_EQ(rev->as_double(), (std::vector<double>{3.0, 2.0, 1.0}));
+  // A zero-size axis with a negative step: nothing (this read out of bounds before).
+  auto empty = fold1(node("Slice", 5), {f32({1, 0}, {}), i64v({-5}), i64v({-1}), i64v({1}), i64v({-2})});
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->shape(), (Shape{1, 0}));
+}
+
+TEST(FoldOnnxLikeOnnxruntime, IntegerDivisionByAConstantZeroAndANaNRangeAreRefused) {
+  for (const std::string op : {"Div", "Mod"}) {
+    auto r = fold_node(node(op, 2), {i64v({5, 6}), i64v({0})}, types_of({i64v({5, 6}), i64v({0})}), 13);
+    ASSERT_FALSE(r.ok()) << op;
+    EXPECT_EQ(r.error().code, ErrorCode::kBadInput);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<TensorPtr> in = {f32({}, {0.f}), f32({}, {nan}), f32({}, {1.f})};
+  auto r = fold_node(node("Range", 3), in, types_of(in), 13);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kBadInput);
 }
