@@ -434,3 +434,13 @@ TEST(ShapeInference, WrongInputCountNamesTheOp) {
   auto m = expect_error(OpKind::kTranspose, TransposeParams{{0}}, {f32({2}), f32({2})});
   EXPECT_NE(m.find("expects 1 inputs, got 2"), std::string::npos) << m;
 }
+
+// Issue 41 (field-mutation fuzzer): a float16 bias or a float64 weight on a float32 Conv reached the
+// exporter's checker and exited 5; inference refuses it as a bad input naming the dtypes.
+TEST(ShapeInference, ConvInputsOfDifferentDtypesAreABadInput) {
+  const auto p = conv_params({1, 1}, {0, 0, 0, 0}, {1, 1});
+  TensorType half_bias{DType::kFloat16, {4}};
+  EXPECT_NE(expect_error(OpKind::kConv, p, {f32({1, 3, 5, 5}), f32({4, 3, 3, 3}), half_bias}).find("dtypes differ"), std::string::npos);
+  TensorType double_w{DType::kFloat64, {4, 3, 3, 3}};
+  EXPECT_NE(expect_error(OpKind::kConv, p, {f32({1, 3, 5, 5}), double_w}).find("dtypes differ"), std::string::npos);
+}
