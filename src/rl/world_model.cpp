@@ -257,8 +257,9 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     auto d = wm::read_data(data_path);
     if (!d) return d.error();
     if (d->header.value("encoder", "") != fp || d->header.value("rules", std::vector<std::string>{}) != rule_names ||
-        d->header.value("models", std::vector<std::string>{}) != model_names)
-      return Error::bad_input(data_path + ": rollouts of another encoder, rule set or model list; use another --data path");
+        d->header.value("models", std::vector<std::string>{}) != model_names || d->header.value("z_dim", int64_t{-1}) != Z ||
+        d->header.value("num_xfers", int64_t{-1}) != N)
+      return Error::bad_input(data_path + ": rollouts of another encoder, rule set, model list or latent size; use another --data path");
     data.episodes = std::move(d->episodes);
     spdlog::info("reusing {} episodes from {}", data.episodes.size(), data_path);
   }

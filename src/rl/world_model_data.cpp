@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <optional>
+#include <string_view>
 
 #include "rlflow/util/file_io.h"
 #include "rlflow/util/hash.h"
@@ -28,6 +30,14 @@ bool get(const std::string& in, size_t& pos, std::vector<T>& v, size_t n) {
   return true;
 }
 
+// Over the header (without this field) and every byte after it: a flipped byte anywhere, or a
+// header count changed to one that still parses, is refused instead of trained on (issue 41).
+std::string checksum(const std::string& header, std::string_view body) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(Hasher().add(header).add(body).digest()));
+  return buf;
+}
+
 }  // namespace
 
 int64_t DataSet::steps() const {
@@ -47,7 +57,8 @@ Status write_data(const std::string& path, const DataSet& d) {
   h["version"] = 2;
   h["match_features"] = feat ? kMatchFeatures : 0;
   h["episodes"] = d.episodes.size();
-  std::string out = h.dump() + "\n";
+  h.erase("checksum");
+  std::string out;
   for (const auto& e : d.episodes) {
     put(out, std::vector<int32_t>{e.T, e.model});
     put(out, e.z);
@@ -59,7 +70,8 @@ Status write_data(const std::string& path, const DataSet& d) {
     put(out, e.done);
     if (feat) put(out, e.feat);
   }
-  return write_file_atomic(path, out);
+  h["checksum"] = checksum(h.dump(), out);
+  return write_file_atomic(path, h.dump() + "\n" + out);
 }
 
 Expected<DataSet> read_data(const std::string& path) {
@@ -69,7 +81,19 @@ Expected<DataSet> read_data(const std::string& path) {
   DataSet d;
   if (nl == std::string::npos) return Error::bad_input(path + ": not a world-model data file");
   d.header = nlohmann::json::parse(bytes->substr(0, nl), nullptr, false);
-  if (d.header.is_discarded() || d.header.value("format", "") != kFormat) return Error::bad_input(path + ": not a world-model data file");
+  if (d.header.is_discarded() || !d.header.is_object() || d.header.value("format", "") != kFormat)
+    return Error::bad_input(path + ": not a world-model data file");
+  {
+    const auto it = d.header.find("checksum");
+    if (it == d.header.end() || !it->is_string())
+      return Error::bad_input(path + ": a world-model data file without a checksum (written by an older rlflow, or damaged): "
+                              "collect the rollouts again with another --data path");
+    const std::string want = it->get<std::string>();
+    nlohmann::json bare = d.header;
+    bare.erase("checksum");
+    if (checksum(bare.dump(), std::string_view(*bytes).substr(nl + 1)) != want)
+      return Error::bad_input(path + ": damaged world-model data file (checksum mismatch: the file was changed or truncated after it was written)");
+  }
   // Header counts are bounded by the file's size before any product of them is formed, and every
   // product is checked: a header that says num_xfers 2^61 once wrapped S * N and crashed (issue 41).
   auto count_of = [&](const char* key) -> std::optional<size_t> {
@@ -103,6 +127,7 @@ Expected<DataSet> read_data(const std::string& path) {
       return Error::bad_input(path + ": truncated at episode " + std::to_string(k));
     d.episodes.push_back(std::move(e));
   }
+  if (pos != bytes->size()) return Error::bad_input(path + ": " + std::to_string(bytes->size() - pos) + " bytes after the last episode");
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "rl/dream.h"
 #include "rl/world_model_data.h"
 #include "rlflow/rl/world_model.h"
+#include "rlflow/util/hash.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
@@ -510,11 +512,70 @@ TEST(WorldModelData, AnImpossibleHeaderIsACleanError) {
   for (const auto& h : headers) {
     SCOPED_TRACE(h);
     const auto path = (dir / "data.bin").string();
-    std::string bytes = h + "\n" + std::string(64, '\x01');
-    std::ofstream(path, std::ios::binary) << bytes;
+    // With a valid checksum, so that the header's counts themselves are what is refused.
+    const std::string body(64, '\x01');
+    auto header = nlohmann::json::parse(h);
+    char sum[24];
+    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(rlflow::Hasher().add(header.dump()).add(body).digest()));
+    header["checksum"] = sum;
+    std::ofstream(path, std::ios::binary) << header.dump() + "\n" + body;
     auto d = rlflow::rl::wm::read_data(path);
     ASSERT_FALSE(d.ok());
     EXPECT_EQ(d.error().code, rlflow::ErrorCode::kBadInput) << d.error().message;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 41, case 14: rollout files carry a checksum over the header and every episode byte. Each
+// of 40 single-byte flips spread over a real file is refused, and so is a header whose z_dim was
+// changed to another number that still parses.
+TEST(WorldModelData, AFlippedByteOrAChangedHeaderIsRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("rlflow_wm_flip_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  rlflow::rl::wm::DataSet d;
+  d.header = {{"z_dim", 3}, {"num_xfers", 2}, {"encoder", "e"}};
+  for (int k = 0; k < 3; ++k) {
+    rlflow::rl::wm::EpisodeData e;
+    e.T = 2 + k;
+    e.model = 0;
+    const size_t S = static_cast<size_t>(e.T) + 1, T = static_cast<size_t>(e.T);
+    e.z.assign(S * 3, 0.5f);
+    e.mask.assign(S * 2, 1);
+    e.count.assign(S * 2, 1);
+    e.xfer.assign(T, 1);
+    e.location.assign(T, 0);
+    e.reward.assign(T, 0.25f);
+    e.done.assign(T, 0);
+    d.episodes.push_back(e);
+  }
+  const auto path = (dir / "rollouts.data").string();
+  ASSERT_TRUE(rlflow::rl::wm::write_data(path, d).ok());
+  auto back = rlflow::rl::wm::read_data(path);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->episodes.size(), 3u);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto flipped = (dir / "flipped.data").string();
+  for (size_t k = 0; k < 40; ++k) {
+    const size_t at = k * (bytes.size() - 1) / 39;
+    SCOPED_TRACE("byte " + std::to_string(at) + " of " + std::to_string(bytes.size()));
+    std::string b = bytes;
+    b[at] = static_cast<char>(b[at] ^ 0x10);
+    std::ofstream(flipped, std::ios::binary | std::ios::trunc) << b;
+    auto r = rlflow::rl::wm::read_data(flipped);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, rlflow::ErrorCode::kBadInput) << r.error().message;
+  }
+  std::string b = bytes;
+  const auto z = b.find("\"z_dim\":3");
+  ASSERT_NE(z, std::string::npos);
+  b[z + 8] = '5';
+  std::ofstream(flipped, std::ios::binary | std::ios::trunc) << b;
+  auto r = rlflow::rl::wm::read_data(flipped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("checksum"), std::string::npos) << r.error().message;
   std::filesystem::remove_all(dir);
 }
