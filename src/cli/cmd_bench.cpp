@@ -121,7 +121,7 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
     if (g.json) runs.push_back(bench_json(*res, o.files, t, bo));
     else print_bench(*res, o.files, bo);
   }
-  if (g.json) std::cout << json{{"ok", true}, {"target", o.target}, {"runs", runs}}.dump(2) << std::endl;
+  if (g.json) std::cout << json_text(json{{"ok", true}, {"target", o.target}, {"runs", runs}}) << std::endl;
   return kOk;
 }
 

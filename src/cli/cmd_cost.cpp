@@ -226,7 +226,7 @@ int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o) {
       j["recorded"] = {{"hits", st.hits}, {"misses", st.misses}, {"entries", st.entries}, {"table", st.table}, {"device", st.device},
                        {"fallback_profile", st.fallback}};
     }
-    std::cout << j.dump(2) << std::endl;
+    std::cout << json_text(j) << std::endl;
     return kOk;
   }
 
@@ -348,7 +348,7 @@ int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o) {
            {"written", o.profile_out.empty() ? json(nullptr) : json(o.profile_out)},
            {"cache", cache_json(cm)},
            {"time_s", t_cal}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << json_text(j) << std::endl;
     return kOk;
   }
   std::printf("calibration with %s (%s), batch %d, base profile %s\n", cm.name().c_str(), cm.device_fingerprint().c_str(), batch,

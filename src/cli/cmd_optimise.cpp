@@ -23,7 +23,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   auto report = pipeline::optimise(o, hooks);
   if (tty) std::fprintf(stderr, "\r%80s\r", "");
   if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << report->to_json().dump(2) << std::endl;
+  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
   else report->print(stdout);
   return kOk;
 }

@@ -190,7 +190,7 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   if (tty) std::fprintf(stderr, "\r%100s\r", "");
   if (!sum) return report_error(g, sum.error());
   if (g.json) {
-    std::cout << json{{"ok", true}, {"agent", c.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
+    std::cout << json_text(json{{"ok", true}, {"agent", c.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
                       {"updates", sum->updates}, {"dream_episodes", sum->dream_episodes}, {"dream_steps", sum->dream_steps},
                       {"dream_step_ms", sum->dream_step_ms}, {"seconds", sum->seconds}, {"dream_score", sum->dream_score},
                       {"dream_score_raw", sum->dream_score_raw}, {"ensemble", sum->ensemble},
@@ -198,8 +198,7 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
                       {"real_score", sum->real_score}, {"real_improvement", sum->real_improvement},
                       {"real_eval_steps", sum->real_eval_steps}, {"dream_greedy_score", sum->dream_greedy_score},
                       {"dream_greedy_improvement", sum->dream_greedy_improvement}, {"dream_trace", traces(sum->dream_trace)},
-                      {"real_trace", traces(sum->real_trace)}}
-                     .dump(2)
+                      {"real_trace", traces(sum->real_trace)}})
               << std::endl;
     return kOk;
   }
@@ -264,12 +263,11 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& 
   if (!sum) return report_error(g, sum.error());
   const auto& m = sum->last;
   if (g.json) {
-    std::cout << json{{"ok", true}, {"world_model", c.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
+    std::cout << json_text(json{{"ok", true}, {"world_model", c.out}, {"log", w.log_path}, {"episodes", sum->episodes}, {"collected", sum->collected},
                       {"real_steps", sum->real_steps}, {"data_steps", sum->data_steps}, {"real_step_ms", sum->real_step_ms}, {"collect_seconds", sum->collect_seconds},
                       {"train_seconds", sum->train_seconds}, {"epochs", m.epoch}, {"heldout_nll", m.nll}, {"reward_mse", m.reward_mse},
                       {"done_accuracy", m.done_accuracy}, {"mask_accuracy", m.mask_accuracy}, {"count_mae", m.count_mae},
-                      {"encoder", o.encoder_agent.empty() ? "random" : o.encoder_agent}}
-                     .dump(2)
+                      {"encoder", o.encoder_agent.empty() ? "random" : o.encoder_agent}})
               << std::endl;
     return kOk;
   }
@@ -330,7 +328,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   if (!sum) return report_error(g, sum.error());
   const double step_ms = sum->env_steps ? 1e3 * sum->env_seconds / static_cast<double>(sum->env_steps) : 0.0;
   if (g.json) {
-    std::cout << json{{"ok", true},
+    std::cout << json_text(json{{"ok", true},
                       {"agent", c.out},
                       {"log", t.log_path},
                       {"cost_model", model->name()},
@@ -353,8 +351,7 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
                                                                       {"env_steps", sum->imitation_env_steps},
                                                                       {"states", sum->imitation_states},
                                                                       {"dagger_rounds", t.config.dagger_rounds},
-                                                                      {"greedy_improvement", sum->greedy_improvement}}}}
-                     .dump(2)
+                                                                      {"greedy_improvement", sum->greedy_improvement}}}})
               << std::endl;
     return kOk;
   }

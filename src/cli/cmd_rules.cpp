@@ -83,10 +83,9 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
       for (const auto& [stage, n] : lib->generator.totals) totals[stage] = n;
       gen = {{"depth", lib->generator.depth}, {"seconds", lib->generator.seconds}, {"command", lib->generator.command}, {"totals", totals}};
     }
-    std::cout << json{{"file", path}, {"rules", o.summary ? json::array() : rows}, {"total", lib->rules.size()},
+    std::cout << json_text(json{{"file", path}, {"rules", o.summary ? json::array() : rows}, {"total", lib->rules.size()},
                       {"by_status", by_status}, {"by_provenance", by_provenance}, {"default_set", in_default}, {"default_set_in_use", default_in_use}, {"generator", gen},
-                      {"by_proof", by_proof}, {"default_set_by_proof", default_by_proof}, {"unproved_reasons", reasons}}
-                     .dump(2)
+                      {"by_proof", by_proof}, {"default_set_by_proof", default_by_proof}, {"unproved_reasons", reasons}})
               << std::endl;
     return kOk;
   }
@@ -219,7 +218,7 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
     if (o.prove)
       doc.update({{"proved", proved}, {"numeric_only", passed - proved}, {"refuted", failed}, {"conflicts", conflicts},
                   {"prove_seconds", prove_secs}, {"outcomes", outcomes}});
-    std::cout << doc.dump(2) << std::endl;
+    std::cout << json_text(doc) << std::endl;
   } else if (o.prove) {
     std::printf("%d rules: %d proved, %d numerically verified only, %d refuted%s (%.1fs wall with %d jobs, %.1fs proving)\n", total, proved,
                 passed - proved, failed,
@@ -334,7 +333,7 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {
       if (!first_failure.empty()) std::printf("  first failure: %s\n", first_failure.c_str());
     }
   }
-  if (g.json) std::cout << json{{"file", path}, {"models", rows}}.dump(2) << std::endl;
+  if (g.json) std::cout << json_text(json{{"file", path}, {"models", rows}}) << std::endl;
   return total_failures == 0 ? kOk : kVerificationFailed;
 }
 
@@ -422,9 +421,8 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
     for (const auto& r : res.rules) names.push_back(r.name);
     json phases = json::object();
     for (const auto& [k, v] : res.seconds) phases[k] = v;
-    std::cout << json{{"depth", o.depth}, {"seconds", res.info.seconds}, {"phase_seconds", phases}, {"totals", totals}, {"dropped", dropped}, {"rules", names},
-                      {"out", o.out}, {"merged_into", o.merge_into}}
-                     .dump(2)
+    std::cout << json_text(json{{"depth", o.depth}, {"seconds", res.info.seconds}, {"phase_seconds", phases}, {"totals", totals}, {"dropped", dropped}, {"rules", names},
+                      {"out", o.out}, {"merged_into", o.merge_into}})
               << std::endl;
     return kOk;
   }

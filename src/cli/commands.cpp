@@ -81,7 +81,7 @@ int report_error(const GlobalOptions& g, const Error& e) {
   const int code = exit_code_for(e.code);
   const std::string message = printable(e.message);
   std::fprintf(stderr, "rlflow: error: %s\n", message.c_str());
-  if (g.json) std::cout << json{{"ok", false}, {"error", message}, {"exit_code", code}}.dump(2) << std::endl;
+  if (g.json) std::cout << json_text(json{{"ok", false}, {"error", message}, {"exit_code", code}}) << std::endl;
   return code;
 }
 
@@ -111,7 +111,7 @@ int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
     j["opsets"] = json::object();
     for (const auto& [d, v] : graph->meta().opsets) j["opsets"][d.empty() ? "ai.onnx" : d] = v;
     j["import"] = {{"onnx_nodes", stats.onnx_nodes}, {"folded", stats.folded_nodes}, {"removed", stats.removed_nodes}};
-    std::cout << j.dump(2) << std::endl;
+    std::cout << json_text(j) << std::endl;
     return kOk;
   }
   std::printf("%s  (opset %lld, producer %s)\n", o.model.c_str(), static_cast<long long>(graph->meta().opset("")),
@@ -141,7 +141,7 @@ int cmd_targets(const GlobalOptions& g) {
                    {"why_not_measurable", here.why_not}});
   }
   if (g.json) {
-    std::cout << json{{"targets", all}}.dump(2) << std::endl;
+    std::cout << json_text(json{{"targets", all}}) << std::endl;
     return kOk;
   }
   for (const auto& t : pipeline::targets()) {
@@ -208,7 +208,7 @@ int cmd_run(const GlobalOptions& g, const RunOptions& o) {
     worst = std::max(worst, d.max_abs_diff);
     per.push_back({{"index", k}, {"ok", d.ok && same_type}, {"max_abs_diff", d.max_abs_diff}, {"atol", tol.atol}, {"rtol", tol.rtol}});
   }
-  if (g.json) std::cout << json{{"ok", ok}, {"max_abs_diff", worst}, {"outputs", per}}.dump(2) << std::endl;
+  if (g.json) std::cout << json_text(json{{"ok", ok}, {"max_abs_diff", worst}, {"outputs", per}}) << std::endl;
   else std::printf("%s: %s (max abs diff %.3g)\n", o.model.c_str(), ok ? "match" : "MISMATCH", worst);
   return ok ? kOk : kVerificationFailed;
 }

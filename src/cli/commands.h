@@ -169,6 +169,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0);
 using pipeline::print_op_table;
 using pipeline::summary_json;
 
+// A JSON document as text for stdout. Names come from the user's model and may hold any bytes:
+// bytes that are not UTF-8 are written as U+FFFD instead of failing the dump.
+inline std::string json_text(const nlohmann::json& j) { return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 // Turns an error into its exit code, one stderr line, and (with --json) a JSON document.
 int report_error(const GlobalOptions& g, const Error& e);
 int exit_code_for(ErrorCode c);

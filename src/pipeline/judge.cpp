@@ -72,6 +72,7 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
     }
     why = cmp.error().message;
     if (cmp.error().code == ErrorCode::kUnsupported) return Verdict::kUnverifiable;
+    if (cmp.error().code == ErrorCode::kBadInput) return Error::bad_input(o_.model + ": " + why);
     why = "cannot verify the result: " + why + "; nothing was written (use --no-verify to skip)";
     return Verdict::kVerificationFailed;
   }

@@ -140,6 +140,14 @@ Status check_output_path(const std::string& path, const std::vector<std::string>
   if (::access(dir.c_str(), W_OK) != 0) return usage(path + ": the folder " + dir.string() + " is not writable");
   for (const auto& in : inputs)
     if (!in.empty() && same_file(path, in)) return usage(path + " is the input " + in + "; it would be overwritten");
+  // Create (and remove) a temporary file named as the longest one the write will make, a model's
+  // external-data file: a name too long for the file system, or a folder that takes no new files
+  // (/proc, a read-only mount, root's access() saying yes), is found now and not after the run.
+  std::string probe = (dir / ("." + target.filename().string() + ".data.tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return usage(path + ": cannot create a file in " + dir.string() + " (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
   return {};
 }
 

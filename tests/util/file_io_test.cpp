@@ -103,6 +103,14 @@ TEST(FileIo, OutputPathGuard) {
   EXPECT_FALSE(check_output_path((d.path / "no" / "x").string(), {}, "-o").ok());
   EXPECT_TRUE(check_output_path((d.path / "new.onnx").string(), {in}, "-o").ok());
   EXPECT_NE(check_output_path(in, {in}, "--out").error().message.find("--out"), std::string::npos);
+  // Found before any work (issue 41, case 20): a name whose temporary file would be too long, and a
+  // folder that takes no new file even where access() says it is writable (/proc, as root).
+  const auto r = check_output_path((d.path / (std::string(245, 'a') + ".onnx")).string(), {in}, "-o");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUsage);
+  EXPECT_NE(r.error().message.find("cannot create"), std::string::npos) << r.error().message;
+  if (fs::is_directory("/proc/self")) EXPECT_EQ(check_output_path("/proc/x.onnx", {}, "-o").error().code, ErrorCode::kUsage);
+  for (const auto& e : fs::directory_iterator(d.path)) EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 // -o onto a symlink once replaced the link itself with the file (as root, -o /dev/stdout replaced
