@@ -57,7 +57,7 @@ Expected<double> AnalyticCostModel::op_cost(const OpSignature& sig) {
   if (cls == ir::CostClass::kOpaque) return kOpaqueCostMs;
   if (cls == ir::CostClass::kFree) return 0.0;
   // onnxruntime's CPU Attention kernel pays only at wide heads: 1.07-1.27x faster than the eager chain
-  // at head size 64 (BERT and LLaMA shapes, 1 thread, scripts/measure_fused_ops-2026-11-25.md), but
+  // at head size 64 (BERT and LLaMA shapes, 1 thread, docs/measurements/measure_fused_ops-2026-11-25.md), but
   // HF exports with heads of 8 and 16 ran 0.88-0.98x as fast as their inputs in onnxruntime 1.32
   // (docs/transformers.md, 2026-11-26). Below kOrtAttentionMinHead the op is priced above the chain it
   // replaces (the chain's kernels plus its own), so the ort cost never prefers it there; the other

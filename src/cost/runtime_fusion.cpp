@@ -125,7 +125,7 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
     }
   }
   // SimplifiedLayerNormFusion: onnxruntime turns the RMSNorm chain into one kernel, measured the same
-  // as the RMSNormalization op (0.98-1.02x, scripts/measure_fused_ops-2026-11-25.md). The chain is
+  // as the RMSNormalization op (0.98-1.02x, docs/measurements/measure_fused_ops-2026-11-25.md). The chain is
   // priced as its root, the scale Mul: one streaming pass over x, the scale and y, as the op is.
   for (const auto& chain : ir::rms_norm_chains(g))
     for (size_t k = 1; k < chain.size(); ++k) fused[static_cast<size_t>(chain[k])] = true;
@@ -135,7 +135,7 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
     if (ir::is_noop_cast(g, static_cast<ir::NodeId>(i))) fused[i] = true;
   // No such entry for rotary embeddings: onnxruntime leaves HF's rotate_half chain (Slice, Neg, Concat,
   // Mul, Add) as separate kernels, and the RotaryEmbedding op measured 3-7x faster than that chain
-  // (scripts/measure_fused_ops-2026-11-25.md), so the chain keeps its own ops' costs.
+  // (docs/measurements/measure_fused_ops-2026-11-25.md), so the chain keeps its own ops' costs.
   return fused;
 }
 

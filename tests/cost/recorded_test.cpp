@@ -213,7 +213,7 @@ TEST(OnnxruntimeFusions, TheRMSNormChainCostsWhatTheOpCosts) {
   EXPECT_GT(*graph_cost(build(1, false), gpu), *graph_cost(build(0, false), gpu) * 2);
 }
 
-// onnxruntime does not fuse HF's rotate_half chain (scripts/measure_fused_ops-2026-11-25.md: the
+// onnxruntime does not fuse HF's rotate_half chain (docs/measurements/measure_fused_ops-2026-11-25.md: the
 // RotaryEmbedding op ran 3-7x faster than the chain), so on the ort profile, as on a GPU's, the chain
 // costs its kernels and the op one pass over X and the caches.
 TEST(OnnxruntimeFusions, TheRotateHalfChainCostsMoreThanRotaryEmbedding) {
@@ -251,7 +251,7 @@ TEST(OnnxruntimeFusions, TheRotateHalfChainCostsMoreThanRotaryEmbedding) {
 // (S, L) scores in memory. At BERT's shape (12 heads of 64, S = L = 128, padding mask) the eager chain
 // (MatMul, scale, Add, Softmax, MatMul; onnxruntime folds the scale into the first MatMul) costs
 // somewhat more on the ort profile, as measured (the op 1.07-1.27x faster on one thread, ~1.0x on
-// two: scripts/measure_fused_ops-2026-11-25.md), and more on a GPU's. With heads narrower than
+// two: docs/measurements/measure_fused_ops-2026-11-25.md), and more on a GPU's. With heads narrower than
 // kOrtAttentionMinHead onnxruntime's op measured slower than the chain in whole models, so the ort
 // profile prices it above the chain there; a GPU's profile still prices it below.
 Expected<double> attention_pair_cost(CostModel& m, bool fused, int64_t heads, int64_t head) {
