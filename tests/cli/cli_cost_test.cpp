@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common.h"
+#include "cost/common.h"
 
 using json = nlohmann::json;
 using rlflow::cost::testing::TempDir;
