@@ -101,7 +101,7 @@ def make_inputs(model, seed: int, overrides: Optional[Dict[str, List[int]]] = No
     return feeds
 
 
-def session(path: str):
+def session(path: str, log_severity: int = 3):
     """An onnxruntime session used as the oracle: CPU, one thread, and no graph rewrites.
 
     ORT's own rewrites are not always faithful: onnxruntime 1.19 fuses Pad into a following
@@ -113,7 +113,7 @@ def session(path: str):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
+    opts.log_severity_level = log_severity
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 

@@ -891,14 +891,8 @@ def quiet_ort():
 
 def session(path: str):
     """check_ort.session (CPU, one thread, no graph rewrites), logging only fatal errors."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 4
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    from check_ort import session as oracle_session
+    return oracle_session(path, log_severity=4)
 
 
 def find_binding(path: Path, model) -> Tuple[Dict[str, int], int, Optional[str]]:
