@@ -115,6 +115,10 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
                   "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
+  c_opt->add_option("--disable-fusion", opt.disabled_fusions,
+                    "Leave these fusions' chains as they are (repeat, or a comma list): layer_norm, gelu, hard_swish, rms_norm, "
+                    "rotary_embedding, attention")
+      ->delimiter(',');
   add_opset_option(c_opt, opt.opset,
                    "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
                    "the input's, so that GELU, LayerNorm, RMSNorm, rotary and attention chains are fused and written as Gelu (20), "

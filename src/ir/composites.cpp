@@ -916,8 +916,15 @@ int bypass_noop_casts(Graph* g) {
 
 }  // namespace
 
-Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset, bool fuse_attention) {
+const std::vector<std::string>& fusion_names() {
+  static const std::vector<std::string> names = {"layer_norm", "gelu", "hard_swish", "rms_norm", "rotary_embedding", "attention"};
+  return names;
+}
+
+Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<int64_t> opset, const FusionSet& disabled) {
   const int64_t v = opset ? *opset : g.meta().opset("");
+  // A fusion runs where its op exists at the output's opset and it is not disabled by name.
+  const auto on = [&](const char* name, int64_t since) { return v >= since && disabled.count(name) == 0; };
   CompositeStats local;
   CompositeStats& st = stats ? *stats : local;
   Matcher m(g);
@@ -929,27 +936,27 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
   for (size_t i = g.size(); i-- > 0;) {
     const auto id = static_cast<NodeId>(i);
     std::vector<NodeId> chain;
-    if (auto n = v >= kLayerNormOpset ? m.layer_norm(id, &chain) : std::nullopt) {
+    if (auto n = on("layer_norm", kLayerNormOpset) ? m.layer_norm(id, &chain) : std::nullopt) {
       ++st.layer_norm;
       m.claim(chain);
       replace.emplace_back(id, std::move(*n));
-    } else if (auto gn = v >= kGeluOpset ? m.gelu(id, &chain) : std::nullopt) {
+    } else if (auto gn = on("gelu", kGeluOpset) ? m.gelu(id, &chain) : std::nullopt) {
       ++(std::get<GeluParams>(gn->params).tanh ? st.gelu_tanh : st.gelu);
       m.claim(chain);
       replace.emplace_back(id, std::move(*gn));
-    } else if (auto hs = v >= kHardSwishOpset ? m.hard_swish(id, &chain) : std::nullopt) {
+    } else if (auto hs = on("hard_swish", kHardSwishOpset) ? m.hard_swish(id, &chain) : std::nullopt) {
       ++st.hard_swish;
       m.claim(chain);
       replace.emplace_back(id, std::move(*hs));
-    } else if (auto rn = v >= kRMSNormOpset ? m.rms_norm(id, &chain) : std::nullopt) {
+    } else if (auto rn = on("rms_norm", kRMSNormOpset) ? m.rms_norm(id, &chain) : std::nullopt) {
       ++st.rms_norm;
       m.claim(chain);
       replace.emplace_back(id, std::move(*rn));
-    } else if (auto re = v >= kRotaryEmbeddingOpset ? m.rotary(id, &chain) : std::nullopt) {
+    } else if (auto re = on("rotary_embedding", kRotaryEmbeddingOpset) ? m.rotary(id, &chain) : std::nullopt) {
       ++st.rotary_embedding;
       m.claim(chain);
       replace.emplace_back(id, std::move(*re));
-    } else if (auto at = fuse_attention && v >= kAttentionOpset ? m.attention(id, &chain) : std::nullopt) {
+    } else if (auto at = on("attention", kAttentionOpset) ? m.attention(id, &chain) : std::nullopt) {
       ++st.attention;
       m.claim(chain);
       attention.emplace(id, std::move(*at));

@@ -236,6 +236,12 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
       return Error::unsupported("--target " + o.target + " prices kernels timed on this machine's GPU: " + here.why_not +
                                 " (--target h100 prices them with the recorded H100 timings)");
   if (o.measure != "auto" && o.measure != "on" && o.measure != "off") return Error{ErrorCode::kUsage, "--measure must be auto, on or off"};
+  for (const auto& f : o.disabled_fusions)
+    if (std::find(ir::fusion_names().begin(), ir::fusion_names().end(), f) == ir::fusion_names().end()) {
+      std::string known;
+      for (const auto& n : ir::fusion_names()) known += (known.empty() ? "" : ", ") + n;
+      return Error{ErrorCode::kUsage, "--disable-fusion: no fusion named '" + f + "' (fusions: " + known + ")"};
+    }
 
   // import
   exec::Executor ex;
@@ -268,7 +274,8 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   // "kept the input" fallback use the graph as imported, so a wrong fusion cannot pass unnoticed.
   ir::CompositeStats composites, no_attention;
   static const std::string kNoAttention = "composites fused but attention, no rewrite";
-  const ir::Graph start = o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites) : *original;
+  const ir::Graph start =
+      o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites, std::nullopt, o.disabled_fusions) : *original;
   if (composites.total() > 0)
     spdlog::info("fused {} GELU, {} tanh-GELU, {} LayerNorm, {} RMSNorm, {} rotary, {} attention and {} HardSwish chains into single "
                  "ops, dropped {} no-op Casts ({} nodes removed)",
@@ -296,7 +303,9 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     // It goes last, or before the candidates it is predicted cheaper than, since they are measured
     // in order and the first that passes is written.
     if (composites.attention > 0) {
-      ir::Graph g = ir::recognise_composites(*original, &no_attention, std::nullopt, false);
+      ir::FusionSet without = o.disabled_fusions;
+      without.insert("attention");
+      ir::Graph g = ir::recognise_composites(*original, &no_attention, std::nullopt, without);
       if (no_attention.total() > 0) {
         cost::MemoCost memo(*outcome.model);
         auto c = memo.cost(g);
@@ -306,14 +315,16 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
       }
     }
     // Each candidate can be made again from the input imported at other sizes, the same way.
-    // `attention`: whether the composites fused include the attention chains (none fused: nullopt).
+    // `disabled`: the fusions left out of the composites fused (none fused: nullopt).
     const bool fused = o.search != "none" && o.composites;
     for (auto& c : cands) {
       const bool no_attention = c.label == kNoAttention;
-      const std::optional<bool> attention = no_attention ? std::optional(false) : fused ? std::optional(true) : std::nullopt;
+      std::optional<ir::FusionSet> disabled;
+      if (fused) disabled = o.disabled_fusions;
+      if (no_attention) disabled->insert("attention");
       std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(no_attention ? 0 : c.steps));
-      c.rebuild = [attention, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
-        auto replayed = search::replay(attention ? ir::recognise_composites(in, nullptr, std::nullopt, *attention) : in, *rules, steps);
+      c.rebuild = [disabled, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
+        auto replayed = search::replay(disabled ? ir::recognise_composites(in, nullptr, std::nullopt, *disabled) : in, *rules, steps);
         if (!replayed) return replayed.error();
         return ir::fold_constants(*replayed, ex);
       };

@@ -355,7 +355,7 @@ TEST(Attention, TheEagerChainsFuseOnlyAtOpset23) {
   Graph up = *g;
   ASSERT_TRUE(onnxio::set_output_opset(&up, 23).ok());
   CompositeStats off;  // attention off (optimise's fallback candidate): the chains stay
-  EXPECT_EQ(count_kind(recognise_composites(up, &off, std::nullopt, false), OpKind::kSoftmax), 4u);
+  EXPECT_EQ(count_kind(recognise_composites(up, &off, std::nullopt, {"attention"}), OpKind::kSoftmax), 4u);
   EXPECT_EQ(off.attention, 0);
   CompositeStats st;
   const Graph fused = recognise_composites(up, &st);

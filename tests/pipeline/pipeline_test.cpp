@@ -253,6 +253,25 @@ TEST_F(PipelineTest, ADynamoExportedDecoderWithACacheGetsEveryFusionAndHoldsAtEv
     expect_same_at(o.model, o.output, {{"batch_size", batch}, {"sequence_length", seq}, {"past_sequence_length", past}});
 }
 
+// Issue 40: fusions are disabled by name (--disable-fusion), replacing a yes/no switch for
+// attention; an unknown name is a usage error that lists the fusions.
+TEST_F(PipelineTest, AFusionDisabledByNameLeavesItsChainsAndTheOthersFuse) {
+  auto o = options("decoders/llama_past.dynamo20.onnx");
+  o.opset = 23;
+  o.disabled_fusions = {"attention", "rotary_embedding"};
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->chosen.has_value()) << r->kept_input;
+  EXPECT_EQ(r->composites.rms_norm, 5);
+  EXPECT_EQ(r->composites.rotary_embedding, 0);
+  EXPECT_EQ(r->composites.attention, 0);
+  o.disabled_fusions = {"flash_attention"};
+  auto bad = pipeline::optimise(o);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+  EXPECT_NE(bad.error().message.find("rotary_embedding"), std::string::npos) << bad.error().message;
+}
+
 // --opset auto (the default) searches at the target's opset (23 here); where no candidate can be
 // written there (this fixture's constant causal mask makes the fused Attention hold at one size
 // only), the rewrites found at the input's opset are written, and the report says why.

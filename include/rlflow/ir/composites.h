@@ -13,6 +13,9 @@
 // before the search and verifies the written model against the input *as imported without it*, so
 // a wrong recognition cannot hide behind a verification that shares it.
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "rlflow/ir/graph.h"
 
@@ -35,6 +38,11 @@ struct CompositeStats {
 inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14, kRMSNormOpset = 23,
                         kRotaryEmbeddingOpset = 23, kAttentionOpset = 23;
 
+// The fusions recognise_composites runs, by name: layer_norm, gelu (both approximations),
+// hard_swish, rms_norm, rotary_embedding, attention. A set of these names disables them.
+const std::vector<std::string>& fusion_names();
+using FusionSet = std::set<std::string>;
+
 // A Cast to the type its input already has computes nothing (at any opset): recognise_composites
 // has its readers read the input instead and drops it (one that is a graph output stays).
 bool is_noop_cast(const Graph& g, NodeId id);
@@ -44,10 +52,11 @@ bool is_noop_cast(const Graph& g, NodeId id);
 // stays one, so a cost model never credits a fusion the written file does not have. The result
 // computes the same function; node names and output names of the chains' last nodes are kept.
 // No-op Casts left outside the chains are removed too (is_noop_cast).
-// `attention` false leaves the attention chains as they are (onnxruntime's CPU Attention kernel is
-// slower than the eager chain at small head sizes, so optimise also tries the fusions without it).
+// A fusion named in `disabled` leaves its chains as they are (optimise also tries the fusions
+// without attention: onnxruntime's CPU Attention kernel is slower than the eager chain at small head
+// sizes).
 Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt,
-                           bool attention = true);
+                           const FusionSet& disabled = {});
 
 // The RMSNorm chains recognise_composites fuses at kRMSNormOpset, whatever the graph's opset: each
 // one's nodes, its root (the scale Mul, which the fused op replaces) first. For cost models of a

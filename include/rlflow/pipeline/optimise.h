@@ -50,6 +50,7 @@ struct OptimiseOptions {
   std::string rules_file;       // empty: the shipped library's default set
   bool all_rules = false;       // every verified rule, not just the proved default set
   bool composites = true;       // fuse decomposed GELU / LayerNorm chains before searching
+  ir::FusionSet disabled_fusions;  // fusions (ir::fusion_names) left out: --disable-fusion
   search::SearchOptions strategy;
   int64_t budget = search::Limits{}.budget;
   double time_limit_s = -1;     // < 0: kInteractiveTimeLimitS, or none under --deterministic; 0: none
