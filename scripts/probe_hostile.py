@@ -875,11 +875,13 @@ def case17(p: Probe):
 
 def nonutf8_model(d: Path) -> Path:
     """x[N, 3] where the dim's name is the bytes ff fe (set below protobuf's UTF-8 check)."""
-    placeholder = "QZ"
+    # onnx.helper refuses a str that is not UTF-8, so the model is written with a two-byte name that
+    # occurs nowhere else, and those two bytes are swapped for ff fe in the serialised file.
+    two_byte_name = "QZ"
     nodes = [oh.make_node("Relu", ["x"], ["y"])]
-    m = make_model(nodes, [vi("x", TP.FLOAT, [placeholder, 3])], [vi("y", TP.FLOAT, [placeholder, 3])])
+    m = make_model(nodes, [vi("x", TP.FLOAT, [two_byte_name, 3])], [vi("y", TP.FLOAT, [two_byte_name, 3])])
     raw = m.SerializeToString()
-    tag = b"\x12\x02" + placeholder.encode()  # Dimension.dim_param (field 2), length 2
+    tag = b"\x12\x02" + two_byte_name.encode()  # Dimension.dim_param (field 2), length 2
     if raw.count(tag) != 2:
         raise CaseError("setup: cannot place the non-UTF-8 dim name")
     raw = raw.replace(tag, b"\x12\x02\xff\xfe")
