@@ -55,6 +55,8 @@ Expected<Verdict> judge(Runner& runner, size_t baseline, size_t candidate, const
   v.accepted = v.speedup.ci.lo >= kMinSpeedupLowerBound;
   v.rounds = res->rounds;
   v.runner = res->runner;
+  v.base_samples_ms = res->files[0].ms;
+  v.samples_ms = res->files[1].ms;
   return v;
 }
 

@@ -939,26 +939,32 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
     if (auto n = on("layer_norm", kLayerNormOpset) ? m.layer_norm(id, &chain) : std::nullopt) {
       ++st.layer_norm;
       m.claim(chain);
+      st.records.push_back({"layer_norm", chain});
       replace.emplace_back(id, std::move(*n));
     } else if (auto gn = on("gelu", kGeluOpset) ? m.gelu(id, &chain) : std::nullopt) {
       ++(std::get<GeluParams>(gn->params).tanh ? st.gelu_tanh : st.gelu);
       m.claim(chain);
+      st.records.push_back({"gelu", chain});
       replace.emplace_back(id, std::move(*gn));
     } else if (auto hs = on("hard_swish", kHardSwishOpset) ? m.hard_swish(id, &chain) : std::nullopt) {
       ++st.hard_swish;
       m.claim(chain);
+      st.records.push_back({"hard_swish", chain});
       replace.emplace_back(id, std::move(*hs));
     } else if (auto rn = on("rms_norm", kRMSNormOpset) ? m.rms_norm(id, &chain) : std::nullopt) {
       ++st.rms_norm;
       m.claim(chain);
+      st.records.push_back({"rms_norm", chain});
       replace.emplace_back(id, std::move(*rn));
     } else if (auto re = on("rotary_embedding", kRotaryEmbeddingOpset) ? m.rotary(id, &chain) : std::nullopt) {
       ++st.rotary_embedding;
       m.claim(chain);
+      st.records.push_back({"rotary_embedding", chain});
       replace.emplace_back(id, std::move(*re));
     } else if (auto at = on("attention", kAttentionOpset) ? m.attention(id, &chain) : std::nullopt) {
       ++st.attention;
       m.claim(chain);
+      st.records.push_back({"attention", chain});
       attention.emplace(id, std::move(*at));
       replace.emplace_back(id, Node{});
     }

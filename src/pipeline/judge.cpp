@@ -194,7 +194,7 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   t_measure_ += seconds_since(tm);
   if (!v) return v.error().with_context("measuring the result");
   entry.measured = Measurement{v->runner, v->base_ms, v->ms, v->speedup.estimate, v->speedup.ci.lo, v->speedup.ci.hi,
-                               v->speedup.ci.coverage, v->rounds, v->accepted};
+                               v->speedup.ci.coverage, v->rounds, v->accepted, v->base_samples_ms, v->samples_ms};
   if (report_.measure_runner.empty()) report_.measure_runner = v->runner;
   spdlog::info("{}: measured {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, v->base_ms, v->ms, v->speedup.estimate,
                v->speedup.ci.lo, v->speedup.ci.hi, v->accepted ? "" : ": rejected");
@@ -219,7 +219,7 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   t_measure_ += seconds_since(td);
   if (!vd) return vd.error().with_context("measuring the result at the " + bindings_[k].str());
   entry.measured_decode = Measurement{vd->runner, vd->base_ms, vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi,
-                                      vd->speedup.ci.coverage, vd->rounds, vd->accepted};
+                                      vd->speedup.ci.coverage, vd->rounds, vd->accepted, vd->base_samples_ms, vd->samples_ms};
   entry.decode_binding = bindings_[k].str();
   spdlog::info("{}: measured at the {}: {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, bindings_[k].str(), vd->base_ms,
                vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi, vd->accepted ? "" : ": rejected");

@@ -14,6 +14,7 @@
 #include "rlflow/cost/memo.h"
 #include "rlflow/cost/recorded.h"
 #include "rlflow/pipeline/load.h"
+#include "rlflow/pipeline/report_html.h"
 #include "rlflow/rules/library_io.h"
 #include "rlflow/util/file_io.h"
 
@@ -196,6 +197,69 @@ std::string kept_input_reason(const OptimiseReport& r, const std::string& no_pre
   return {};
 }
 
+
+// The report's account of what changed, predicted by the search's cost model: each chain fused (its
+// nodes' cost in the input, the fused node's in `fused`, the graph the rewrites started from), each
+// rewrite (the whole graph's cost before and after it, replayed from `fused`), and the cost by ONNX
+// op type of the input and of the written graph.
+Status explain_changes(const ir::Graph& original, const ir::Graph& fused, const ir::Graph& written, const ir::CompositeStats& composites,
+                       const std::vector<rules::Match>& steps, const SearchOutcome& s, OptimiseReport& report) {
+  cost::MemoCost memo(*s.model);
+  auto by_op = [&](const ir::Graph& g, std::vector<double>& per_node, std::map<std::string, double>& into) -> Status {
+    auto total = memo.node_costs(g, per_node);
+    if (!total) return total.error();
+    for (size_t i = 0; i < per_node.size() && i < g.size(); ++i)
+      if (per_node[i] > 0) into[ir::op_display_name(g.node(static_cast<ir::NodeId>(i)))] += per_node[i];
+    return {};
+  };
+  std::vector<double> in_costs, out_costs, fused_costs;
+  RLFLOW_TRY_STATUS(by_op(original, in_costs, report.cost->by_op_before));
+  RLFLOW_TRY_STATUS(by_op(written, out_costs, report.cost->by_op_after));
+  auto ref = [](const ir::Graph& g, ir::NodeId id) {
+    const auto& n = g.node(id);
+    return ChangeRecord::NodeRef{n.name, ir::op_display_name(n)};
+  };
+  if (!composites.records.empty()) {
+    auto total = memo.node_costs(fused, fused_costs);
+    if (!total) return total.error();
+    std::map<std::string, ir::NodeId> by_name;
+    for (size_t i = 0; i < fused.size(); ++i) by_name.emplace(fused.node(static_cast<ir::NodeId>(i)).name, static_cast<ir::NodeId>(i));
+    for (const auto& r : composites.records) {
+      ChangeRecord c;
+      c.what = r.fusion;
+      double before = 0;
+      for (auto id : r.chain) {
+        c.replaced.push_back(ref(original, id));
+        if (static_cast<size_t>(id) < in_costs.size()) before += in_costs[static_cast<size_t>(id)];
+      }
+      c.node = original.node(r.chain.front()).name;
+      if (auto it = by_name.find(c.node); it != by_name.end()) {
+        c.op = ir::op_display_name(fused.node(it->second));
+        c.cost_before_ms = before;
+        if (static_cast<size_t>(it->second) < fused_costs.size()) c.cost_after_ms = fused_costs[static_cast<size_t>(it->second)];
+      }
+      report.fusions.push_back(std::move(c));
+    }
+  }
+  ir::Graph g = fused;
+  for (const auto& step : steps) {
+    ChangeRecord c;
+    c.what = step.rule;
+    for (auto id : step.nodes)
+      if (static_cast<size_t>(id) < g.size()) c.replaced.push_back(ref(g, id));
+    auto before = memo.cost(g);
+    if (!before) return before.error();
+    auto next = search::replay(g, s.replay_rules, {step});
+    if (!next) return next.error().with_context("replaying the written graph's rewrites for the report");
+    g = std::move(*next);
+    auto after = memo.cost(g);
+    if (!after) return after.error();
+    c.cost_before_ms = *before;
+    c.cost_after_ms = *after;
+    report.rewrites.push_back(std::move(c));
+  }
+  return {};
+}
 }  // namespace
 
 std::string_view verdict_name(Verdict v) {
@@ -227,8 +291,14 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   if (o.search == "rl") inputs.push_back(o.rl.agent_path.empty() ? rl::default_agent_path() : o.rl.agent_path);
   for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
     RLFLOW_TRY_STATUS(check_output_path(path, inputs, role));
+  if (!o.report_html.empty()) {
+    auto with_output = inputs;
+    with_output.push_back(o.output);
+    RLFLOW_TRY_STATUS(check_output_path(o.report_html, with_output, "--report"));
+  }
   auto target = find_target(o.target);
   if (!target) return target.error();
+  report.target_info = *target;
   // A cost timed on this machine's GPU needs one: refused up front, as a model rlflow cannot serve
   // here, not as an internal error from the CUDA runtime.
   if ((*target)->cost_model == "cudnn" && o.cost.kind == "auto")
@@ -261,7 +331,10 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   // (keep) or the one asked for, where the fused ops exist (LayerNormalization 17, Gelu 20, RMSNorm,
   // rotary and Attention 23): composites are then fused and written as one op, and priced as what is
   // written. Under auto, an input written as it is keeps its own opset.
-  auto opset = choose_output_opset(*original, **target, o.opset);
+  // The fusions this run may make (--no-composites: none), which decide whether a newer opset pays.
+  ir::FusionSet off = o.disabled_fusions;
+  if (!o.composites) off.insert(ir::fusion_names().begin(), ir::fusion_names().end());
+  auto opset = choose_output_opset(*original, **target, o.opset, o.search != "none" ? &off : nullptr);
   if (!opset) return opset.error();
   const ir::ModelMeta input_meta = original->meta();
   if (opset->opset != report.input_opset) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*original, opset->opset));
@@ -374,6 +447,9 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
               measurer ? &*measurer : nullptr, report);
   std::string failed_verification;  // the last candidate's failure, when every one failed
   for (const auto& c : cands) {
+    if (hooks.stage)
+      hooks.stage("checking candidate " + std::to_string(report.candidates.size() + 1) + " of " + std::to_string(cands.size()) + " (" +
+                  c.label + "): write, verify" + (measurer ? ", measure" : ""));
     auto verdict = judge.try_candidate(c);
     if (!verdict) return verdict.error();
     if (*verdict == Verdict::kWritten) {
@@ -393,6 +469,7 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
       original->meta() = input_meta;  // only the opset changed: nothing to gain from a newer one
       report.opset_reason = "the input's: the input is written as it is";
     }
+    if (hooks.stage) hooks.stage("writing the input graph, verified");
     RLFLOW_TRY_STATUS(judge.write_input());
   }
   const ir::Graph& written = report.chosen ? cands[*report.chosen].graph : *original;
@@ -407,6 +484,13 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     report.cost->after_ms = judge.written_ms();
     report.cost->search_after_ms = report.chosen ? cands[*report.chosen].predicted_ms : report.cost->before_ms;
   }
+  if (report.cost && outcome.model) {
+    // The fusions of the chosen candidate: the attention-free one fused all but attention.
+    const bool no_attn = report.chosen && cands[*report.chosen].label == kNoAttention;
+    const ir::Graph& fused = report.chosen ? (no_attn ? cands[*report.chosen].graph : start) : *original;
+    RLFLOW_TRY_STATUS(explain_changes(*original, fused, written, report.chosen ? report.composites : ir::CompositeStats{}, report.steps,
+                                      outcome, report));
+  }
   report.before = ir::summarize(*original);
   report.after = ir::summarize(written);
   report.output_opset = written.meta().opset("");
@@ -417,12 +501,10 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   return report;
 }
 
-}  // namespace
-
 // --opset auto writes at the target's opset; where nothing can be written there (every candidate
 // refused: a fusion that holds at one size only, a verification or measurement that fails), the
 // input's opset is tried too, since the rewrites found there may hold.
-Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+Expected<OptimiseReport> optimise_at_opsets(const OptimiseOptions& o, const OptimiseHooks& hooks) {
   auto first = optimise_once(o, hooks);
   if (!first || o.opset != kOpsetAuto || first->chosen || !first->rewritten || first->searched_opset == first->input_opset) return first;
   auto keep = o;
@@ -432,6 +514,18 @@ Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks&
   second->opset_reason = "the input's: at the target's opset no candidate could be written (" + first->kept_input + ")";
   second->time.total += first->time.total;
   return second;
+}
+
+}  // namespace
+
+Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+  auto report = optimise_at_opsets(o, hooks);
+  // The path was checked before any work; a page that cannot be written after all leaves the model
+  // written (it passed every check) and says so.
+  if (report && !o.report_html.empty())
+    if (auto st = write_file_atomic(o.report_html, report_html(report->to_json())); !st.ok())
+      spdlog::error("--report: the page was not written: {}", st.error().message);
+  return report;
 }
 
 }  // namespace rlflow::pipeline

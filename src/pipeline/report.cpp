@@ -25,7 +25,19 @@ json composites_json(const ir::CompositeStats& c) {
 
 json measurement_json(const Measurement& m) {
   return {{"before_ms", m.before_ms}, {"after_ms", m.after_ms}, {"speedup", m.speedup}, {"speedup_ci", {m.ci_lo, m.ci_hi}},
-          {"ci_coverage", m.ci_coverage}, {"rounds", m.rounds}, {"accepted", m.accepted}};
+          {"ci_coverage", m.ci_coverage}, {"rounds", m.rounds}, {"accepted", m.accepted},
+          {"before_samples_ms", m.before_samples_ms}, {"after_samples_ms", m.after_samples_ms}};
+}
+
+json change_json(const ChangeRecord& c, json j) {
+  json replaced = json::array();
+  for (const auto& n : c.replaced) replaced.push_back({{"name", n.name}, {"op", n.op}});
+  j["replaced"] = std::move(replaced);
+  if (!c.node.empty()) j["node"] = c.node;
+  if (!c.op.empty()) j["op"] = c.op;
+  if (c.cost_before_ms) j["cost_before_ms"] = *c.cost_before_ms;
+  if (c.cost_after_ms) j["cost_after_ms"] = *c.cost_after_ms;
+  return j;
 }
 
 json verification_json(const VerificationReport& v) {
@@ -58,6 +70,7 @@ json cost_json(const CostReport& c) {
   json j{{"model", c.model}, {"before_ms", c.before_ms}, {"after_ms", c.after_ms}, {"speedup", c.speedup()}, {"predicted", true},
          {"known_error", c.known_error}, {"search_after_ms", c.search_after_ms}, {"describes", "the file written, re-imported"}};
   if (!c.profile.empty()) j["profile"] = c.profile;
+  if (!c.by_op_before.empty() || !c.by_op_after.empty()) j["by_op"] = {{"before", c.by_op_before}, {"after", c.by_op_after}};
   if (c.table)
     j["table"] = {{"path", c.table->table}, {"device", c.table->device}, {"entries", c.table->entries}, {"hits", c.table->hits},
                   {"misses", c.table->misses}};
@@ -96,10 +109,15 @@ json measured_json(const OptimiseReport& r) {
 json OptimiseReport::to_json() const {
   std::map<std::string, int> applied;
   json steps_json = json::array();
-  for (const auto& s : steps) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const auto& s = steps[k];
     applied[s.rule]++;
-    steps_json.push_back({{"rule", s.rule}, {"nodes", s.nodes}});
+    json step{{"rule", s.rule}, {"nodes", s.nodes}};
+    if (k < rewrites.size()) step = change_json(rewrites[k], std::move(step));
+    steps_json.push_back(std::move(step));
   }
+  json fusions_json = json::array();
+  for (const auto& f : fusions) fusions_json.push_back(change_json(f, {{"fusion", f.what}}));
   json search_json = nullptr;
   if (search_result) {
     search_json = {{"strategy", search}, {"rules", search_rules}};
@@ -118,10 +136,14 @@ json OptimiseReport::to_json() const {
          {"search_report", search_json},
          {"rules_applied", applied},
          {"composites", composites_json(composites)},
+         {"fusions", fusions_json},
          {"steps", steps_json},
          {"time_s", {{"import", time.import}, {"search", time.search}, {"export", time.write}, {"verify", time.verify},
                      {"measure", time.measure}, {"total", time.total}}},
          {"opset", {{"input", input_opset}, {"output", output_opset}, {"why", opset_reason}}}};
+  if (target_info)
+    j["target_info"] = {{"name", target_info->name}, {"runtime", target_info->runtime}, {"device", target_info->device},
+                        {"cost_model", target_info->cost_model}};
   if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
   if (!fixed_dims.empty()) j["fixed_dims"] = fixed_dims;
   if (!min_dims.empty()) j["min_dims"] = min_dims;

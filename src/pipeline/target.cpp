@@ -82,7 +82,8 @@ Expected<int64_t> parse_opset(const std::string& text) {
   return v;
 }
 
-Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord& t, int64_t requested) {
+Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord& t, int64_t requested,
+                                          const std::set<std::string>* fusions) {
   const int64_t input = g.meta().opset("");
   const std::string runtime = t.runtime.substr(0, t.runtime.find(" ("));
   if (requested == kOpsetKeep) return OpsetChoice{input, "the input's (--opset keep)"};
@@ -94,6 +95,15 @@ Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord
   for (int64_t v = t.max_opset; v > input; --v) {
     auto st = onnxio::check_output_opset(g, v);
     if (st.ok()) {
+      if (fusions) {
+        // Only a fused op needs the newer opset: without one the file would change its version alone.
+        ir::CompositeStats there, here;
+        ir::recognise_composites(g, &there, v, *fusions);
+        ir::recognise_composites(g, &here, input, *fusions);
+        if (there.total() - there.noop_cast <= here.total() - here.noop_cast)
+          return OpsetChoice{input, "the input's: no chain fuses at a newer opset than the input's (--opset auto; up to " +
+                                        std::to_string(v) + " would change the version alone)"};
+      }
       std::string why = "the newest " + runtime + " runs (--opset auto)";
       if (!blocked.empty()) why = "the newest that carries every op kept verbatim (" + blocked + ")";
       return OpsetChoice{v, why};

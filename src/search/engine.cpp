@@ -101,6 +101,7 @@ Expected<Result> Engine::finish(int best, StopReason stop) {
   r.stop = stop;
   report_.seconds_total = since(t0_);
   r.report = report_;
+  if (progress_) progress_(report_, r.best_cost);  // the last word: what the search ended with
   return r;
 }
 

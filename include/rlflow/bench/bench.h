@@ -55,6 +55,7 @@ struct Verdict {
   bool accepted = false;       // speedup.ci.lo >= kMinSpeedupLowerBound
   int rounds = 0;
   std::string runner;
+  std::vector<double> base_samples_ms, samples_ms;  // one per round, in round order
 };
 
 // Measures a candidate against its baseline (both loaded into `runner`) with the benchmark's

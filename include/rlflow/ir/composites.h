@@ -21,6 +21,13 @@
 
 namespace rlflow::ir {
 
+// One chain fused: the fusion's name (fusion_names()) and the nodes of the input graph it replaced,
+// its root first (the fused op takes the root's place and keeps its name).
+struct FusionRecord {
+  std::string fusion;
+  std::vector<NodeId> chain;
+};
+
 struct CompositeStats {
   int gelu = 0;        // exact (erf) GELU chains replaced
   int gelu_tanh = 0;   // tanh-approximation GELU chains replaced
@@ -31,6 +38,7 @@ struct CompositeStats {
   int attention = 0;  // MatMul(Softmax(scale * MatMul(Q, K^T) [+ mask]), V) chains replaced
   int noop_cast = 0;  // Casts to the type their input already has (HF's float32 -> float32), removed
   int removed_nodes = 0;
+  std::vector<FusionRecord> records;  // every chain fused, in the order they were found
   int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding + attention + noop_cast; }
 };
 

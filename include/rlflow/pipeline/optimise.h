@@ -6,6 +6,7 @@
 // The stages never print; the result is an OptimiseReport that prints itself as text or JSON.
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,7 @@ inline constexpr double kInteractiveTimeLimitS = 10;
 // binds its flags to these fields.
 struct OptimiseOptions {
   std::string model, output;
+  std::string report_html;  // --report: the HTML page of the report (pipeline/report_html.h), written with the output
   std::vector<std::string> input_shapes;
   // --fix NAME=SIZE: symbols the user deploys at one size; the written file has them static.
   std::vector<std::string> fixed_dims;
@@ -89,6 +91,7 @@ struct Measurement {
   double before_ms = 0, after_ms = 0, speedup = 1, ci_lo = 1, ci_hi = 1, ci_coverage = 0;
   int rounds = 0;
   bool accepted = false;
+  std::vector<double> before_samples_ms, after_samples_ms;  // each round's latency, in round order
 };
 
 struct CandidateReport {
@@ -132,7 +135,22 @@ struct CostReport {
   std::string known_error;
   std::string profile;          // analytic: the device profile
   std::optional<cost::RecordedStats> table;  // recorded: table hits and misses
+  // Predicted ms by ONNX op type of the input as imported and of the file written (same cost model).
+  std::map<std::string, double> by_op_before, by_op_after;
   double speedup() const { return after_ms > 0 ? before_ms / after_ms : 1.0; }
+};
+
+// One change the written graph has from the input: a fused chain or a rewrite, the nodes it replaced
+// and what its cost model predicts. A fusion's costs are its chain's and its fused node's; a
+// rewrite's are the whole graph's before and after it.
+struct ChangeRecord {
+  struct NodeRef {
+    std::string name, op;
+  };
+  std::string what;                 // the fusion (ir::fusion_names) or the rule
+  std::vector<NodeRef> replaced;
+  std::string node, op;             // a fusion: the fused node and its ONNX op
+  std::optional<double> cost_before_ms, cost_after_ms;  // predicted
 };
 
 struct Timings {
@@ -149,6 +167,9 @@ struct OptimiseReport {
   std::string opset_reason;  // why the output is at output_opset
   int64_t searched_opset = 0;  // the opset the search and the candidates were at
   ir::CompositeStats composites;  // fused in the written graph
+  std::vector<ChangeRecord> fusions;   // each chain fused in the written graph
+  std::vector<ChangeRecord> rewrites;  // each of `steps`, in order
+  const TargetRecord* target_info = nullptr;
   VerificationReport verification;
   // The search ran (not --search none).
   std::optional<search::Result> search_result;
@@ -172,6 +193,8 @@ struct OptimiseReport {
 
 struct OptimiseHooks {
   search::Progress progress;  // the search's progress (a terminal's status line)
+  // The stage the run is in after the search, in words ("checking candidate 1 of 3: best found").
+  std::function<void(const std::string&)> stage;
 };
 
 // Runs the pipeline. Errors carry their exit class (usage, bad input, verification failed, internal);

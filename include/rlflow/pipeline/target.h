@@ -5,6 +5,7 @@
 // here. The CLI's values and help, `rlflow targets`, the cost a command builds and the output
 // opset all come from these records.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,11 @@ struct OpsetChoice {
   int64_t opset = 0;
   std::string why;
 };
-Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord& t, int64_t requested);
+// `fusions`, when given, are the fusions the run may make (the disabled ones left out): under auto a
+// newer opset is chosen only when one of them fuses a chain there that it cannot fuse at the input's
+// (a CNN with nothing to fuse keeps its opset); null: the newest, whatever fuses.
+Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord& t, int64_t requested,
+                                          const std::set<std::string>* fusions = nullptr);
 // "auto", "keep" or a number, as --opset takes it.
 Expected<int64_t> parse_opset(const std::string& text);
 
