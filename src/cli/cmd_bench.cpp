@@ -2,14 +2,15 @@
 // confidence intervals.
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "commands.h"
+#include "progress.h"
 #include "rlflow/bench/bench.h"
 #include "rlflow/cli/app.h"
 
@@ -76,9 +77,54 @@ void print_bench(const bench::BenchResult& r, const std::vector<std::string>& fi
   }
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What bench's progress line shows: the stage, and once rounds run, how many and at what pace.
+struct BenchView {
+  std::string stage = "importing";  // importing, loading into the runner, warming up, rounds
+  std::string threads;              // of the current runner
+  std::string runner;               // its description
+  int files = 0, warmup = 0, done = 0, planned = 0, min_rounds = 0;
+  double max_seconds = 0;
+  Clock::time_point started, last;  // the benchmark's start (warm-up included), the last round's end
+};
+
+std::string bench_line(const BenchView& v, double elapsed) {
+  std::string head = "[bench] " + (v.threads.empty() ? std::string() : "threads " + v.threads + ": ");
+  if (v.stage != "rounds") return head + v.stage + "  " + format_duration(elapsed) + (v.runner.empty() ? "" : "  (" + v.runner + ")");
+  std::string text = head + "round " + std::to_string(v.done) + "/" + std::to_string(v.planned);
+  if (v.done > 0) {
+    // A warm-up pass runs every file once, as a round does: both count towards the pace.
+    const double spent = std::chrono::duration<double>(v.last - v.started).count();
+    const double per_round = spent / (v.warmup + v.done);
+    double left = (v.planned - v.done) * per_round;
+    if (v.max_seconds > 0) {
+      const double rounds_s = v.done * per_round;  // --max-seconds counts from the first round
+      left = std::min(left, std::max(v.max_seconds - rounds_s, (v.min_rounds - v.done) * per_round));
+    }
+    left -= std::chrono::duration<double>(Clock::now() - v.last).count();
+    text += ", ~" + format_duration(std::max(0.0, left)) + " left";
+  }
+  return text + "  " + format_duration(elapsed) + "  (" + v.runner + ")";
+}
+
+}  // namespace
+
 int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
   auto threads = parse_thread_list(o.threads.empty() ? (o.target == "ort" ? "1,all" : "1") : o.threads);
   if (!threads) return report_error(g, threads.error());
+  BenchView view;
+  view.files = static_cast<int>(o.files.size());
+  view.warmup = o.bench.warmup;
+  view.min_rounds = o.bench.min_rounds;
+  view.max_seconds = o.bench.max_seconds;
+  ProgressLine line(progress_wanted(g.json), [&view](double elapsed) { return bench_line(view, elapsed); });
+  auto fail = [&](const Error& e) {
+    line.finish();
+    return report_error(g, e);
+  };
   // Every file is imported first: a bad file is a clean error before anything is timed, and the
   // graph runners need the graphs.
   exec::Executor ex;
@@ -93,34 +139,52 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
       models.push_back({f, models.front().graph});
       continue;
     }
-    if (!graph) return report_error(g, graph.error());
+    if (!graph) return fail(graph.error());
     models.push_back({f, std::move(*graph)});
   }
   const bench::BenchOptions& bo = o.bench;
   json runs = json::array();
-  const bool tty = !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
   for (int t : *threads) {
     bench::RunnerOptions ro;
     auto named = pipeline::find_target(o.target);  // optimise --target's words; cudnn and cpu are bench's own
     ro.target = named ? (*named)->bench : o.target;
     ro.threads = t;
     ro.seed = o.bench.seed;
+    line.update([&] {
+      view.threads = t == 0 ? "all" : std::to_string(t);
+      view.runner.clear();
+      view.stage = "starting the runner";
+    });
     auto runner = bench::make_runner(ro);
-    if (!runner) return report_error(g, runner.error());
+    if (!runner) return fail(runner.error());
+    line.update([&] {
+      view.runner = (*runner)->description();
+      view.stage = "loading " + std::to_string(models.size()) + (models.size() == 1 ? " file" : " files");
+    });
     std::vector<size_t> ids;
     for (const auto& m : models) {
       auto id = (*runner)->load(m);
-      if (!id) return report_error(g, id.error());
+      if (!id) return fail(id.error());
       ids.push_back(*id);
     }
-    auto res = bench::run_bench(**runner, ids, bo, [&](int done, int planned) {
-      if (tty) std::fprintf(stderr, "\r[bench] %s: round %d/%d   ", (*runner)->description().c_str(), done, planned);
+    line.update([&] {
+      view.stage = "warming up (" + std::to_string(bo.warmup) + " runs of each file)";
+      view.started = Clock::now();
     });
-    if (tty) std::fprintf(stderr, "\r%100s\r", "");
-    if (!res) return report_error(g, res.error());
+    auto res = bench::run_bench(**runner, ids, bo, [&](int done, int planned) {
+      line.update([&] {
+        view.stage = "rounds";
+        view.done = done;
+        view.planned = planned;
+        view.last = Clock::now();
+      });
+    });
+    line.update([&] { view.done = 0; });
+    if (!res) return fail(res.error());
     if (g.json) runs.push_back(bench_json(*res, o.files, t, bo));
-    else print_bench(*res, o.files, bo);
+    else line.print([&] { print_bench(*res, o.files, bo); });
   }
+  line.finish();
   if (g.json) std::cout << json_text(json{{"ok", true}, {"target", o.target}, {"runs", runs}}) << std::endl;
   return kOk;
 }

@@ -2,14 +2,16 @@
 // (real rollouts and the MDN-RNN world model fitted to them).
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 
 #include "commands.h"
+#include "progress.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/ir/composites.h"
@@ -143,8 +145,141 @@ Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o, bool model_free) 
   return rl::PpoConfig{};
 }
 
-bool progress_wanted(const GlobalOptions& g) {
-  return !g.json && isatty(STDERR_FILENO) && spdlog::get_level() < spdlog::level::err;
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Episodes per second in the current stage and the time left at that pace.
+struct Pace {
+  Clock::time_point start = Clock::now();
+  int64_t base = -1;  // episodes done when the stage began (-1: not known yet)
+  int64_t done = 0;
+  Clock::time_point last = start;
+
+  void begin() { *this = Pace{}; }
+  // `episodes_done` counts the run's episodes, this one included (one episode finished just now).
+  void episode(int64_t episodes_done) {
+    if (base < 0) base = episodes_done - 1;
+    done = episodes_done;
+    last = Clock::now();
+  }
+  double rate() const {
+    const double s = seconds_between(start, last);
+    return base >= 0 && done > base && s > 0 ? static_cast<double>(done - base) / s : 0.0;
+  }
+  // ", 1.9 episodes/s, ~1m26s left", or "" before the first episode.
+  std::string text(int64_t total) const {
+    const double r = rate();
+    if (r <= 0) return "";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, r >= 10 ? ", %.0f episodes/s" : ", %.2g episodes/s", r);
+    const double left = static_cast<double>(total - done) / r - seconds_between(last, Clock::now());
+    return buf + (", ~" + format_duration(std::max(0.0, left)) + " left");
+  }
+};
+
+// The returns of the last episodes: what "mean return" on the line averages.
+class RecentReturns {
+ public:
+  void add(double r) {
+    window_.push_back(r);
+    if (window_.size() > kWindow) window_.pop_front();
+  }
+  // ", mean return 0.123 (last 20)", or "" before any.
+  std::string text() const {
+    if (window_.empty()) return "";
+    double sum = 0;
+    for (double r : window_) sum += r;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", mean return %.3f (last %zu)", sum / static_cast<double>(window_.size()), window_.size());
+    return buf;
+  }
+
+ private:
+  static constexpr size_t kWindow = 20;
+  std::deque<double> window_;
+};
+
+// train-agent's line: the stage (imitation's steps, then PPO's episodes).
+struct AgentView {
+  std::string phase = "preparing";
+  Clock::time_point phase_start = Clock::now();
+  int64_t total = 0;
+  bool episodes_seen = false;
+  Pace pace;
+  RecentReturns returns;
+  double best = 0;  // best improvement met so far, a fraction
+  int64_t updates = 0;
+};
+
+std::string agent_line(const AgentView& v, double elapsed) {
+  std::string text = "[train] ";
+  if (!v.episodes_seen) {
+    text += v.phase + "  " + format_duration(seconds_between(v.phase_start, Clock::now()));
+    if (v.phase == "PPO") text += " (first episodes)";
+    return text + "  total " + format_duration(elapsed);
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "episode %lld/%lld", static_cast<long long>(v.pace.done), static_cast<long long>(v.total));
+  text += buf + v.returns.text();
+  std::snprintf(buf, sizeof buf, ", best improvement %.2f%%", 100 * v.best);
+  return text + buf + v.pace.text(v.total) + "  " + format_duration(elapsed);
+}
+
+// train-world-model's line: collecting real episodes, then fitting epochs.
+struct WorldModelView {
+  std::string phase = "preparing";
+  int64_t total = 0;
+  int epochs = 0;
+  Pace pace;
+  RecentReturns returns;
+  bool epoch_seen = false;
+  rl::WorldModelMetrics last;
+  int first_epoch = -1;  // the epoch fitting began after (a resumed run starts later)
+  Clock::time_point fit_start = Clock::now(), epoch_at = fit_start;
+};
+
+std::string world_model_line(const WorldModelView& v, double elapsed) {
+  std::string text = "[world model] ";
+  char buf[160];
+  if (v.phase == "collecting real episodes" && v.pace.base >= 0) {
+    std::snprintf(buf, sizeof buf, "real episode %lld/%lld", static_cast<long long>(v.pace.done), static_cast<long long>(v.total));
+    return text + buf + v.returns.text() + v.pace.text(v.total) + "  " + format_duration(elapsed);
+  }
+  if (v.phase == "fitting" && v.epoch_seen) {
+    std::snprintf(buf, sizeof buf, "epoch %d/%d, train loss %.4g, held-out NLL %.4g, mask accuracy %.4f", v.last.epoch, v.epochs,
+                  v.last.train_loss, v.last.nll, v.last.mask_accuracy);
+    text += buf;
+    const int done = v.last.epoch - v.first_epoch;
+    if (done > 0) {
+      const double per_epoch = seconds_between(v.fit_start, v.epoch_at) / done;
+      const double left = (v.epochs - v.last.epoch) * per_epoch - seconds_between(v.epoch_at, Clock::now());
+      text += ", ~" + format_duration(std::max(0.0, left)) + " left";
+    }
+    return text + "  " + format_duration(elapsed);
+  }
+  if (v.phase == "fitting") text += "fitting, epoch 1/" + std::to_string(v.epochs);
+  else text += v.phase;
+  return text + "  " + format_duration(elapsed);
+}
+
+// The dream controller's line: one report per update (a batch of dream episodes).
+struct DreamView {
+  bool seen = false;
+  rl::UpdateLog u;
+  int64_t total = 0;
+};
+
+std::string dream_line(const DreamView& v, double elapsed) {
+  if (!v.seen) return "[dream] loading the world model and the first batch  " + format_duration(elapsed);
+  const auto& u = v.u;
+  const double rate = u.seconds > 0 ? static_cast<double>(u.episodes) / u.seconds : 0.0;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "[dream] episode %lld/%lld, dream return %.3f, real improvement %.2f%%, %.0f episodes/s",
+                static_cast<long long>(u.episodes), static_cast<long long>(v.total), u.mean_return, 100 * u.best_improvement, rate);
+  std::string text = buf;
+  if (rate > 0) text += ", ~" + format_duration(static_cast<double>(v.total - u.episodes) / rate) + " left";
+  return text + "  " + format_duration(elapsed);
 }
 
 // Per model, the greedy rollout's steps as [rule, location, reward] ("" rule: NO-OP).
@@ -178,16 +313,19 @@ int train_in_dream(const GlobalOptions& g, const TrainAgentOptions& o, Loaded& i
   d.seed = c.seed;
   d.out = c.out;
   d.log_path = c.log.empty() ? c.out + ".jsonl" : c.log;
-  const bool tty = progress_wanted(g);
+  DreamView view;
+  view.total = c.episodes;
+  ProgressLine line(progress_wanted(g.json), [&view](double elapsed) { return dream_line(view, elapsed); });
   rl::TrainProgress progress;
-  if (tty)
+  if (line.enabled())
     progress = [&](const rl::UpdateLog& u) {
-      std::fprintf(stderr, "\r[dream] episode %lld/%lld  dream return %.3f  real improvement %.2f%%  dream steps/s %.0f  %.0fs   ",
-                   static_cast<long long>(u.episodes), static_cast<long long>(c.episodes), u.mean_return, 100 * u.best_improvement,
-                   u.env_steps_per_s, u.seconds);
+      line.update([&] {
+        view.seen = true;
+        view.u = u;
+      });
     };
   auto sum = rl::train_dream_agent(d, progress);
-  if (tty) std::fprintf(stderr, "\r%100s\r", "");
+  line.finish();
   if (!sum) return report_error(g, sum.error());
   if (g.json) {
     std::cout << json_text(json{{"ok", true}, {"agent", c.out}, {"log", d.log_path}, {"world_model", o.world_model}, {"temperature", o.temperature},
@@ -251,15 +389,36 @@ int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& 
   w.data_path = o.data;
   w.resume = c.resume;
   w.log_path = c.log.empty() ? c.out + ".jsonl" : c.log;
-  const bool tty = progress_wanted(g);
+  WorldModelView view;
+  view.total = w.episodes;
+  view.epochs = w.config.epochs;
+  ProgressLine line(progress_wanted(g.json), [&view](double elapsed) { return world_model_line(view, elapsed); });
   std::function<void(const rl::WorldModelMetrics&)> progress;
-  if (tty)
-    progress = [&](const rl::WorldModelMetrics& m) {
-      std::fprintf(stderr, "\r[world model] epoch %d/%d  held-out NLL %.3f  reward MSE %.4f  mask accuracy %.4f  %.0fs   ", m.epoch,
-                   w.config.epochs, m.nll, m.reward_mse, m.mask_accuracy, m.seconds);
+  if (line.enabled()) {
+    w.on_phase = [&](const std::string& phase) {
+      line.update([&] {
+        view.phase = phase;
+        view.pace.begin();
+        view.fit_start = Clock::now();
+      });
     };
+    w.on_episode = [&](const rl::EpisodeLog& e) {
+      line.update([&] {
+        view.pace.episode(e.episodes_done);
+        view.returns.add(e.ret);
+      });
+    };
+    progress = [&](const rl::WorldModelMetrics& m) {
+      line.update([&] {
+        if (view.first_epoch < 0) view.first_epoch = m.epoch - 1;
+        view.epoch_seen = true;
+        view.last = m;
+        view.epoch_at = Clock::now();
+      });
+    };
+  }
   auto sum = rl::train_world_model(w, progress);
-  if (tty) std::fprintf(stderr, "\r%110s\r", "");
+  line.finish();
   if (!sum) return report_error(g, sum.error());
   const auto& m = sum->last;
   if (g.json) {
@@ -314,17 +473,42 @@ int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o) {
   t.world_size = o.world_size;
   t.rank = o.rank;
   t.master = o.master;
-  const bool tty = progress_wanted(g) && o.rank == 0;
-  rl::TrainProgress progress;
-  if (tty)
-    progress = [&](const rl::UpdateLog& u) {
-      std::fprintf(stderr, "\r[train] episode %lld/%lld  mean return %.3f  best improvement %.2f%%  env steps/s %.1f  %.0fs   ",
-                   static_cast<long long>(u.episodes), static_cast<long long>(c.episodes), u.mean_return, 100 * u.best_improvement,
-                   u.env_steps_per_s, u.seconds);
-    };
   spdlog::info("training on {} model(s), {} rules, cost model {}", t.models.size(), t.rules.size(), model->name());
+  AgentView view;
+  view.total = c.episodes;
+  ProgressLine line(progress_wanted(g.json) && o.rank == 0, [&view](double elapsed) { return agent_line(view, elapsed); });
+  rl::TrainProgress progress;
+  if (line.enabled()) {
+    t.on_phase = [&](const std::string& phase) {
+      line.update([&] {
+        view.phase = phase;
+        view.phase_start = Clock::now();
+        view.pace.begin();
+      });
+    };
+    t.on_episode = [&](const rl::EpisodeLog& e) {
+      line.update([&] {
+        view.episodes_seen = true;
+        view.pace.episode(e.episodes_done);
+        view.returns.add(e.ret);
+        view.best = std::max(view.best, e.best_improvement);
+      });
+    };
+    // After each update: the episode count over every rank, and the best improvement so far
+    // (a resumed run's included).
+    progress = [&](const rl::UpdateLog& u) {
+      line.update([&] {
+        view.updates = u.update;
+        view.best = std::max(view.best, u.best_improvement);
+        if (view.episodes_seen && u.episodes > view.pace.done) {  // data-parallel: the other ranks' episodes
+          view.pace.done = u.episodes;
+          view.pace.last = Clock::now();
+        }
+      });
+    };
+  }
   auto sum = rl::train_agent(t, progress);
-  if (tty) std::fprintf(stderr, "\r%100s\r", "");
+  line.finish();
   if (!sum) return report_error(g, sum.error());
   const double step_ms = sum->env_steps ? 1e3 * sum->env_seconds / static_cast<double>(sum->env_steps) : 0.0;
   if (g.json) {

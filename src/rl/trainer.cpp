@@ -85,8 +85,10 @@ class Collector {
     slots_.resize(static_cast<size_t>(cfg.num_envs));
   }
 
-  Expected<std::vector<Episode>> run(nets::PolicyNet& net, const std::vector<int64_t>& episodes, uint64_t seed) {
+  // `done_before`: the run's episodes finished before these (what TrainOptions::on_episode counts from).
+  Expected<std::vector<Episode>> run(nets::PolicyNet& net, const std::vector<int64_t>& episodes, uint64_t seed, int64_t done_before) {
     std::vector<Episode> done(episodes.size());
+    int64_t finished = 0;
     struct Active {
       size_t slot;
       size_t pos;  // in `episodes`
@@ -144,6 +146,9 @@ class Collector {
         if (st.done) {
           a.rec.final_improvement = st.info.improvement;
           a.rec.best_improvement = (a.env->initial_cost() - a.env->best_cost()) / std::max(a.env->initial_cost(), 1e-30);
+          if (o_.on_episode)
+            o_.on_episode({episodes[a.pos], done_before + ++finished, static_cast<int64_t>(a.rec.steps.size()), a.rec.ret,
+                           a.rec.best_improvement});
           done[a.pos] = std::move(a.rec);
           freed.push_back(a.slot);
         } else {
@@ -244,13 +249,19 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   const auto t0 = std::chrono::steady_clock::now();
   TrainSummary sum;
   sum.world_size = world;
+  auto phase = [&](const std::string& name) {
+    if (o.on_phase) o.on_phase(name);
+  };
   if (cfg.imitation_epochs > 0 && c.update == 0) {
     // Every rank clones the same demonstrations the same way (deterministic under a deterministic
     // cost); the broadcast after it keeps the ranks equal if a measured cost made them differ.
+    phase("imitation: greedy demonstrations");
     auto demos = imitation::greedy_demonstrations(o.models, o.rules, *shared, cfg);
     if (!demos) return demos.error().with_context("imitation");
+    phase("imitation: behaviour cloning, " + std::to_string(cfg.imitation_epochs) + " epochs");
     auto st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
     for (int round = 0; round < cfg.dagger_rounds; ++round) {
+      phase("imitation: DAgger round " + std::to_string(round + 1) + "/" + std::to_string(cfg.dagger_rounds));
       auto added = imitation::dagger_round(net, *demos, o.models, o.rules, *shared, cfg, rng);
       if (!added) return added.error().with_context("imitation (DAgger)");
       st = imitation::behaviour_cloning(net, opt, *demos, cfg, cfg.imitation_epochs, rng);
@@ -268,13 +279,14 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     spdlog::info("imitation: {} demonstration steps from greedy, {} epochs, loss {:.3f} -> {:.3f}, argmax reproduces {:.1f}%",
                  demos->steps.size(), st.epochs, st.first_loss, st.last_loss, 100 * st.accuracy);
   }
+  phase("PPO");
   while (c.episodes < o.episodes) {
     const auto tu = std::chrono::steady_clock::now();
     const int64_t count = std::min<int64_t>(cfg.episodes_per_update, o.episodes - c.episodes);
     std::vector<int64_t> mine;  // this rank's episodes of the update
     for (int64_t e = c.episodes; e < c.episodes + count; ++e)
       if (e % world == rank) mine.push_back(e);
-    auto eps = collector.run(net, mine, o.seed);
+    auto eps = collector.run(net, mine, o.seed, c.episodes);
     if (!eps) return eps.error();
     // Every rank learns every episode's summary, in episode order.
     auto rows = torch::zeros({static_cast<int64_t>(mine.size()), kSummaryWidth}, torch::kFloat64);

@@ -285,6 +285,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
   };
   const auto tc = std::chrono::steady_clock::now();
   double step_seconds = 0;
+  if (o.on_phase && static_cast<int64_t>(data.episodes.size()) < o.episodes) o.on_phase("collecting real episodes");
   while (static_cast<int64_t>(data.episodes.size()) < o.episodes) {
     const size_t m = data.episodes.size() % o.models.size();
     double secs = 0;
@@ -295,6 +296,13 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     step_seconds += secs;
     sum.real_steps += e->T;
     ++sum.collected;
+    if (o.on_episode) {
+      double ret = 0;
+      for (float r : e->reward) ret += r;
+      const auto& env = *envs[m];
+      const double best = (env.initial_cost() - env.best_cost()) / std::max(env.initial_cost(), 1e-30);
+      o.on_episode({static_cast<int64_t>(data.episodes.size()), static_cast<int64_t>(data.episodes.size()) + 1, e->T, ret, best});
+    }
     data.episodes.push_back(std::move(*e));
   }
   sum.collect_seconds = since(tc);
@@ -409,6 +417,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     return checkpoint::save(o.out, modules, &opt, meta);
   };
   const auto tt = std::chrono::steady_clock::now();
+  if (o.on_phase && start_epoch < cfg.epochs) o.on_phase("fitting");
   for (int epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
     std::vector<std::vector<const wm::EpisodeData*>> orders;
     for (size_t k = 0; k < members.size(); ++k) {

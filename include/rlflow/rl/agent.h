@@ -18,6 +18,20 @@ struct TrainModel {
   ir::Graph graph;
 };
 
+// One real training episode as it ends: for a progress line between the updates, which come
+// only every episodes_per_update episodes.
+struct EpisodeLog {
+  int64_t episode = 0;        // its number in the run, from 0
+  int64_t episodes_done = 0;  // episodes of the run finished, this one included (data-parallel: this rank's of the current update)
+  int64_t steps = 0;          // environment steps it took
+  double ret = 0;             // its return
+  double best_improvement = 0;  // the best graph it met, as a fraction of the initial cost
+};
+using EpisodeProgress = std::function<void(const EpisodeLog&)>;
+// A training run's stage as it starts (imitation, DAgger, PPO; collecting, fitting), for a
+// progress line: short words, no trailing punctuation.
+using PhaseProgress = std::function<void(const std::string& phase)>;
+
 struct TrainOptions {
   std::vector<TrainModel> models;           // episodes cycle through them
   std::vector<const rules::Rule*> rules;    // the xfers, in order
@@ -38,6 +52,10 @@ struct TrainOptions {
   int rank = 0;
   std::string master = "127.0.0.1:29500";
   double dist_timeout_s = 300;              // rendezvous and each collective
+  // Progress between updates (train_agent's own argument is called once per update). Empty: none.
+  // Both run on the training thread; the library prints nothing itself.
+  EpisodeProgress on_episode;
+  PhaseProgress on_phase;                   // "imitation: greedy demonstrations", ..., "PPO"
 };
 
 struct UpdateLog {

@@ -61,6 +61,10 @@ struct WorldModelTrainOptions {
   uint64_t seed = 0;
   std::string out, data_path, log_path;
   bool resume = false;
+  // Progress (train_world_model's own argument is called once per epoch). Empty: none. on_episode's
+  // episodes_done counts the data set's episodes, reused ones included, towards `episodes`.
+  EpisodeProgress on_episode;               // each new real episode recorded
+  PhaseProgress on_phase;                   // "collecting real episodes", "fitting"
 };
 
 struct WorldModelMetrics {
