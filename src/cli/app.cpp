@@ -7,6 +7,8 @@
 #include <cmath>
 #include <exception>
 #include <iostream>
+#include <sstream>
+#include <vector>
 
 #include "commands.h"
 #include "rlflow/bench/ort_cost.h"
@@ -59,7 +61,9 @@ const CLI::Validator kTolerance(
     "TOLERANCE >= 0");
 
 void setup_logging(int verbosity, bool quiet) {
-  auto logger = spdlog::stderr_color_mt("rlflow");
+  // Once per process: the Python package runs commands again and again in one.
+  auto logger = spdlog::get("rlflow");
+  if (!logger) logger = spdlog::stderr_color_mt("rlflow");
   logger->set_pattern("%^[%l]%$ %v");
   spdlog::set_default_logger(logger);
   if (quiet) spdlog::set_level(spdlog::level::err);
@@ -68,24 +72,38 @@ void setup_logging(int verbosity, bool quiet) {
   else spdlog::set_level(spdlog::level::warn);
 }
 
-}  // namespace
-
-int run(int argc, char** argv) {
-  // Before any flag is declared: --cost-model's checks and help list the registered backends.
-  bench::register_cost_backends();
-  CLI::App app{"rlflow: a graph-level optimiser for ONNX models"};
-  app.require_subcommand(0, 1);
-  // Global flags (-v, -vv, -q, --version) work after the subcommand too: an option a subcommand
-  // does not know falls through to the app (subcommands inherit this setting).
-  app.fallthrough();
+// Every command's options and its subcommand, as the command line fills them.
+struct Commands {
   GlobalOptions g;
   int verbosity = 0;
   bool quiet = false, version = false;
-  app.add_flag("-v,--verbose", verbosity, "More log output on stderr (-vv for debug)");
-  app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
-  app.add_flag("--version", version, "Print the version and the available devices");
-
   InfoOptions info;
+  OptimiseOptions opt;
+  TrainAgentOptions train;
+  TrainWorldModelOptions wmo;
+  RunOptions run;
+  BenchCmdOptions bench;
+  RulesOptions rules;
+  CostCmdOptions cost;
+  CLI::App *c_info = nullptr, *c_targets = nullptr, *c_opt = nullptr, *c_train = nullptr, *c_wm = nullptr, *c_run = nullptr,
+           *c_bench = nullptr, *c_rlist = nullptr, *c_rverify = nullptr, *c_rbench = nullptr, *c_rgen = nullptr, *c_cost = nullptr,
+           *c_calib = nullptr;
+};
+
+// Global flags (-v, -vv, -q, --version) work after the subcommand too: an option a subcommand does
+// not know falls through to the app (subcommands inherit this setting).
+void declare_global(CLI::App& app, Commands& p) {
+  app.require_subcommand(0, 1);
+  app.fallthrough();
+
+  app.add_flag("-v,--verbose", p.verbosity, "More log output on stderr (-vv for debug)");
+  app.add_flag("-q,--quiet", p.quiet, "Only errors on stderr");
+  app.add_flag("--version", p.version, "Print the version and the available devices");
+}
+
+void declare_info(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& info = p.info;
   auto* c_info = app.add_subcommand("info", "Inputs, outputs, op histogram, parameters and FLOPs of a model");
   c_info->add_option("model", info.model, "ONNX model")->required();
   c_info->add_option("--input-shape", info.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
@@ -93,12 +111,20 @@ int run(int argc, char** argv) {
 
   auto* c_targets = app.add_subcommand("targets", "The targets --target takes: runtime, device, cost model, opsets, fused ops, runtime fusions, measurable here");
   c_targets->add_flag("--json", g.json, "Print one JSON document");
+  p.c_info = c_info;
+  p.c_targets = c_targets;
+}
 
-  OptimiseOptions opt;
+void declare_optimise(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& opt = p.opt;
   auto* c_opt = app.add_subcommand("optimise", "Rewrite a model into a faster equivalent one");
   c_opt->alias("optimize");
   c_opt->add_option("model", opt.model, "ONNX model")->required();
   c_opt->add_option("-o,--output", opt.output, "Where to write the optimised model")->required();
+  c_opt->add_option("--report", opt.report_html,
+                    "Also write an HTML page (self-contained) of what changed: op histograms, each fusion and rewrite with its cost, "
+                    "cost by op type, measured latencies, verification");
   c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, rl (a trained agent, --agent), or none (round trip)")
       ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive", "rl"}))
       ->capture_default_str();
@@ -121,8 +147,9 @@ int run(int argc, char** argv) {
       ->delimiter(',');
   add_opset_option(c_opt, opt.opset,
                    "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
-                   "the input's, so that GELU, LayerNorm, RMSNorm, rotary and attention chains are fused and written as Gelu (20), "
-                   "LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); an input written as it is keeps its own. "
+                   "the input's, where a chain fuses there and not at the input's: GELU, LayerNorm, RMSNorm, rotary and attention chains "
+                   "are then written as Gelu (20), LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); a model "
+                   "with nothing to fuse, or written as it is, keeps its own. "
                    "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)");
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU); `rlflow targets` describes each")
       ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
@@ -162,25 +189,30 @@ int run(int argc, char** argv) {
   c_opt->add_flag("--never-below-greedy", opt.rl.never_below_greedy,
                   "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
   c_opt->add_flag("--json", g.json, "Print one JSON document");
+  p.c_opt = c_opt;
+}
 
-  // The flags both trainers share, with one meaning: the rules and the cost the agent is judged by.
-  auto add_train_common_flags = [](CLI::App* c, TrainCommonOptions& t, const std::string& uses) {
-    c->add_option("--rules", t.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-    c->add_flag("--all-rules", t.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-    c->add_option("--target", t.target, "Where the optimised models will run; " + uses + " the cost optimise --target uses: ort, h100 or gpu")
-        ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
-    c->add_option("--cost-model", t.cost_model, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
-        ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-    c->add_flag("--deterministic", t.deterministic,
-                "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded "
-                "and ort are deterministic already)");
-    c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
-    c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
-    add_opset_option(c, t.opset,
-                     "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
-                     "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused");
-  };
-  TrainAgentOptions train;
+// The flags both trainers share, with one meaning: the rules and the cost the agent is judged by.
+void add_train_common_flags(CLI::App* c, TrainCommonOptions& t, const std::string& uses) {
+  c->add_option("--rules", t.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+  c->add_flag("--all-rules", t.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
+  c->add_option("--target", t.target, "Where the optimised models will run; " + uses + " the cost optimise --target uses: ort, h100 or gpu")
+      ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
+  c->add_option("--cost-model", t.cost_model, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
+      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
+  c->add_flag("--deterministic", t.deterministic,
+              "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded "
+              "and ort are deterministic already)");
+  c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  add_opset_option(c, t.opset,
+                   "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
+                   "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused");
+}
+
+void declare_train_agent(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& train = p.train;
   auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
   c_train->add_option("--model", train.common.models, "ONNX model to train on (repeatable)")->required();
   c_train->add_option("--config", train.common.config,
@@ -215,7 +247,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   c_train->add_flag("--json", g.json, "Print one JSON document");
 
-  TrainWorldModelOptions wmo;
+  p.c_train = c_train;
+}
+
+void declare_train_world_model(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& wmo = p.wmo;
   auto* c_wm = app.add_subcommand("train-world-model", "Collect real rollouts and fit the MDN-RNN world model");
   c_wm->add_option("--model", wmo.common.models, "ONNX model to collect rollouts on (repeatable)")->required();
   c_wm->add_option("--out", wmo.common.out, "World model checkpoint to write (and to --resume from)")->required();
@@ -230,8 +267,13 @@ int run(int argc, char** argv) {
   c_wm->add_flag("--resume", wmo.common.resume, "Continue training the world model at --out");
   add_train_common_flags(c_wm, wmo.common, "the rollouts use");
   c_wm->add_flag("--json", g.json, "Print one JSON document");
+  p.c_wm = c_wm;
+}
 
-  RunOptions run;
+void declare_run_bench(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& run = p.run;
+  auto& bench = p.bench;
   auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");
   c_run->add_option("model", run.model, "ONNX model")->required();
   c_run->add_option("--data-dir", run.data_dir, "Folder with input_N.pb and output_N.pb")->required();
@@ -239,7 +281,6 @@ int run(int argc, char** argv) {
   c_run->add_option("--rtol", run.rtol, "Relative tolerance")->check(kTolerance)->capture_default_str();
   c_run->add_flag("--json", g.json, "Print one JSON document");
 
-  BenchCmdOptions bench;
   auto* c_bench = app.add_subcommand("bench", "Measure ONNX files end to end on a target: median latency and speedup over the first file, with confidence intervals");
   c_bench->add_option("files", bench.files, "ONNX models; the first is the baseline")->required();
   c_bench->add_option("--target", bench.target,
@@ -255,8 +296,13 @@ int run(int argc, char** argv) {
   c_bench->add_option("--seed", bench.bench.seed, "Seed of the inputs and of the run order")->check(kNonNegative)->capture_default_str();
   c_bench->add_option("--input-shape", bench.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_bench->add_flag("--json", g.json, "Print one JSON document");
+  p.c_run = c_run;
+  p.c_bench = c_bench;
+}
 
-  RulesOptions rules;
+void declare_rules(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& rules = p.rules;
   auto* c_rules = app.add_subcommand("rules", "The substitution library: list and verify rules");
   c_rules->require_subcommand(1);
   auto* c_rlist = c_rules->add_subcommand("list", "Each rule's name, size, provenance and verification status, and totals");
@@ -295,8 +341,15 @@ int run(int argc, char** argv) {
   c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->check(kAtLeastOne)->capture_default_str();
   c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->check(kNonNegative)->capture_default_str();
   c_rgen->add_flag("--json", g.json, "Print one JSON document");
+  p.c_rlist = c_rlist;
+  p.c_rverify = c_rverify;
+  p.c_rbench = c_rbench;
+  p.c_rgen = c_rgen;
+}
 
-  CostCmdOptions cost;
+void declare_cost(CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  auto& cost = p.cost;
   auto* c_cost = app.add_subcommand("cost", "Per-op cost table and total of a model; `cost calibrate` fits a device profile");
   c_cost->require_subcommand(0, 1);
   c_cost->add_option("model", cost.model, "ONNX model");
@@ -329,7 +382,63 @@ int run(int argc, char** argv) {
   c_calib->add_option("--warmup", cost.warmup, "Untimed runs per op")->check(kNonNegative);
   c_calib->add_option("--repeats", cost.repeats, "Timed runs per op, median")->check(kAtLeastOne);
   c_calib->add_flag("--json", g.json, "Print one JSON document");
+  p.c_cost = c_cost;
+  p.c_calib = c_calib;
+}
 
+void declare_all(CLI::App& app, Commands& p) {
+  declare_global(app, p);
+  declare_info(app, p);
+  declare_optimise(app, p);
+  declare_train_agent(app, p);
+  declare_train_world_model(app, p);
+  declare_run_bench(app, p);
+  declare_rules(app, p);
+  declare_cost(app, p);
+}
+
+// The parsed subcommand's exit code.
+int dispatch(const CLI::App& app, Commands& p) {
+  auto& g = p.g;
+  if (p.version) {
+    std::cout << version_string() << std::endl;
+    return kOk;
+  }
+  if (p.c_info->parsed()) return cmd_info(g, p.info);
+  if (p.c_targets->parsed()) return cmd_targets(g);
+  if (p.c_opt->parsed()) return cmd_optimise(g, p.opt);
+  if (p.c_run->parsed()) return cmd_run(g, p.run);
+  if (p.c_bench->parsed()) return cmd_bench(g, p.bench);
+  if (p.c_train->parsed()) return cmd_train_agent(g, p.train);
+  if (p.c_wm->parsed()) return cmd_train_world_model(g, p.wmo);
+  if (p.c_rlist->parsed()) return cmd_rules_list(g, p.rules);
+  if (p.c_rverify->parsed()) return cmd_rules_verify(g, p.rules);
+  if (p.c_rbench->parsed()) return cmd_rules_bench(g, p.rules);
+  if (p.c_rgen->parsed()) return cmd_rules_generate(g, p.rules);
+  if (p.c_calib->parsed()) return cmd_cost_calibrate(g, p.cost);
+  if (p.c_cost->parsed()) return cmd_cost(g, p.cost);
+  std::cerr << app.help();
+  return kUsage;
+}
+
+// argv for CLI11 from a list of arguments (the program name first).
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+constexpr const char* kDescription = "rlflow: a graph-level optimiser for ONNX models";
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  // Before any flag is declared: --cost-model's checks and help list the registered backends.
+  bench::register_cost_backends();
+  CLI::App app{kDescription};
+  Commands p;
+  declare_all(app, p);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -341,32 +450,64 @@ int run(int argc, char** argv) {
     return kUsage;
   }
   try {
-    setup_logging(verbosity, quiet);
+    setup_logging(p.verbosity, p.quiet);
     install_temp_file_cleanup();
-    if (version) {
-      std::cout << version_string() << std::endl;
-      return kOk;
-    }
-    if (c_info->parsed()) return cmd_info(g, info);
-    if (c_targets->parsed()) return cmd_targets(g);
-    if (c_opt->parsed()) return cmd_optimise(g, opt);
-    if (c_run->parsed()) return cmd_run(g, run);
-    if (c_bench->parsed()) return cmd_bench(g, bench);
-    if (c_train->parsed()) return cmd_train_agent(g, train);
-    if (c_wm->parsed()) return cmd_train_world_model(g, wmo);
-    if (c_rlist->parsed()) return cmd_rules_list(g, rules);
-    if (c_rverify->parsed()) return cmd_rules_verify(g, rules);
-    if (c_rbench->parsed()) return cmd_rules_bench(g, rules);
-    if (c_rgen->parsed()) return cmd_rules_generate(g, rules);
-    if (c_calib->parsed()) return cmd_cost_calibrate(g, cost);
-    if (c_cost->parsed()) return cmd_cost(g, cost);
-    std::cerr << app.help();
-    return kUsage;
+    return dispatch(app, p);
   } catch (const std::bad_alloc&) {
-    return report_error(g, Error::internal("out of memory"));
+    return report_error(p.g, Error::internal("out of memory"));
   } catch (const std::exception& e) {
-    return report_error(g, Error::internal(std::string("unexpected failure: ") + e.what()));
+    return report_error(p.g, Error::internal(std::string("unexpected failure: ") + e.what()));
   }
+}
+
+JsonRun run_json(const std::vector<std::string>& args) {
+  bench::register_cost_backends();
+  CLI::App app{kDescription};
+  Commands p;
+  declare_all(app, p);
+  std::vector<std::string> all{"rlflow"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.push_back("--json");
+  auto argv = argv_of(all);
+  try {
+    app.parse(static_cast<int>(all.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return {kUsage, {}, e.what()};
+  }
+  // The command prints its JSON document on stdout: caught here, restored on every way out.
+  std::ostringstream captured;
+  struct Restore {
+    std::streambuf* old;
+    ~Restore() { std::cout.rdbuf(old); }
+  } restore{std::cout.rdbuf(captured.rdbuf())};
+  int code = kInternal;
+  try {
+    setup_logging(p.verbosity, p.quiet);
+    code = dispatch(app, p);
+  } catch (const std::bad_alloc&) {
+    code = report_error(p.g, Error::internal("out of memory"));
+  } catch (const std::exception& e) {
+    code = report_error(p.g, Error::internal(std::string("unexpected failure: ") + e.what()));
+  }
+  return {code, captured.str(), {}};
+}
+
+Expected<pipeline::OptimiseOptions> parse_optimise_args(const std::vector<std::string>& args) {
+  bench::register_cost_backends();
+  CLI::App app{kDescription};
+  Commands p;
+  declare_global(app, p);
+  declare_optimise(app, p);
+  std::vector<std::string> all{"rlflow", "optimise"};
+  all.insert(all.end(), args.begin(), args.end());
+  auto argv = argv_of(all);
+  try {
+    app.parse(static_cast<int>(all.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    return Error{ErrorCode::kUsage, e.what()};
+  }
+  setup_logging(p.verbosity, p.quiet);
+  return p.opt;
 }
 
 }  // namespace rlflow::cli

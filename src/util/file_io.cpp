@@ -218,11 +218,21 @@ Status ensure_parent_dir(const std::string& path) {
   return {};
 }
 
+namespace {
+std::string& shipped_root() {
+  static std::string root;
+  return root;
+}
+}  // namespace
+
+void set_shipped_root(const std::string& dir) { shipped_root() = dir; }
+
 std::string find_shipped(const std::string& relative, const char* env_var) {
   if (const char* env = env_var ? std::getenv(env_var) : nullptr; env && *env) return env;
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<fs::path> candidates;
+  if (!shipped_root().empty()) candidates.push_back(fs::path(shipped_root()) / relative);
   auto exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     candidates.push_back(exe.parent_path() / ".." / relative);

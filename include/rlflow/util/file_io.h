@@ -40,9 +40,11 @@ void install_temp_file_cleanup();
 Status ensure_parent_dir(const std::string& path);
 
 // A file or folder that ships with rlflow, by its path relative to the source tree (e.g.
-// "configs/devices"): $ENV_VAR when set, then next to the binary (<bin>/../REL, <bin>/../share/rlflow/REL),
+// "configs/devices"): $ENV_VAR when set, then under the shipped root when one is set (the Python
+// package's data folder: set_shipped_root), then next to the binary (<bin>/../REL, <bin>/../share/rlflow/REL),
 // then the source tree this binary was built from. The first that exists wins; when none does, the
 // source tree's path (so the error names a sensible path). Never the working directory.
 std::string find_shipped(const std::string& relative, const char* env_var);
+void set_shipped_root(const std::string& dir);
 
 }  // namespace rlflow

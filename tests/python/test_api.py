@@ -1,0 +1,177 @@
+"""The Python package against onnxruntime and against the command line (scripts/test runs these with
+pytest after `pip install .`). RLFLOW_BIN names the command-line binary built from the same tree."""
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import rlflow
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+BIN = os.environ.get("RLFLOW_BIN", str(ROOT / "build" / "rlflow"))
+
+
+def run_ort(model, feeds):
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_end_to_end_torch_export_optimise_onnxruntime(tmp_path):
+    """The README's example: torch.onnx.export, rlflow.optimise, onnxruntime on the result."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(32)
+            self.fc1 = torch.nn.Linear(32, 64)
+            self.fc2 = torch.nn.Linear(64, 32)
+
+        def forward(self, x):
+            h = self.norm(x)
+            h = self.fc2(torch.nn.functional.gelu(self.fc1(h)))
+            return torch.relu(h + x)
+
+    path = tmp_path / "block.onnx"
+    x = torch.randn(2, 7, 32)
+    torch.onnx.export(Block().eval(), (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
+                      dynamic_axes={"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+
+    result = rlflow.optimise(str(path), target="ort", deterministic=True, progress=False)
+
+    assert isinstance(result.model, onnx.ModelProto)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.report["verification"]["ok"] is True
+    assert result.report["after"]["op_counts"] != result.report["before"]["op_counts"]  # the chains were fused
+    # Equal outputs in onnxruntime at sizes other than those the model was exported and optimised at.
+    rng = np.random.default_rng(0)
+    for shape in [(1, 1, 32), (3, 11, 32), (2, 7, 32)]:
+        feed = {"x": rng.standard_normal(shape, dtype=np.float32)}
+        want = run_ort(onnx.load(str(path)), feed)[0]
+        got = run_ort(result.model, feed)[0]
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_same_bytes_as_the_command_line(tmp_path):
+    """With --deterministic the package writes the file the CLI writes, byte for byte, and its report
+    has the same fields."""
+    model = DATA / "tiny_attention.onnx"
+    cli_out, py_out = tmp_path / "cli.onnx", tmp_path / "py.onnx"
+    proc = subprocess.run([BIN, "optimise", str(model), "-o", str(cli_out), "--deterministic", "--json", "-q"],
+                          capture_output=True, text=True, check=True)
+    cli_report = json.loads(proc.stdout)
+    result = rlflow.optimise(str(model), deterministic=True, output=py_out, quiet=True)
+    assert result.path == str(py_out)
+    assert sha256(py_out) == sha256(cli_out)
+    assert set(result.report) == set(cli_report)
+    assert result.report["cost"]["after_ms"] == cli_report["cost"]["after_ms"]
+    assert result.report["steps"] == cli_report["steps"]
+
+
+def test_model_proto_in_and_out():
+    proto = onnx.load(str(DATA / "tiny_cnn.onnx"))
+    before = proto.SerializeToString()
+    result = rlflow.optimise(proto, target="h100", deterministic=True, quiet=True)
+    assert proto.SerializeToString() == before  # the caller's model is left as it was
+    assert result.path is None and result.report["output"] is None
+    assert result.report["model"] == "<onnx.ModelProto>"
+    assert result.report["target"] == "h100"
+    assert result.report["cost"]["predicted"] is True and result.report["cost"]["model"] == "recorded"
+    feed = {proto.graph.input[0].name: np.random.default_rng(1).standard_normal((1, 3, 16, 16), dtype=np.float32)}
+    np.testing.assert_allclose(run_ort(result.model, feed)[0], run_ort(proto, feed)[0], atol=1e-4, rtol=1e-4)
+
+
+def test_typed_errors(tmp_path):
+    model = str(DATA / "tiny_cnn.onnx")
+    with pytest.raises(rlflow.UsageError) as e:
+        rlflow.optimise(model, no_such_flag=3)
+    assert e.value.exit_code == 2 and "no-such-flag" in str(e.value)
+    with pytest.raises(rlflow.UsageError):
+        rlflow.optimise(model, budget=0)
+    with pytest.raises(rlflow.UsageError):
+        rlflow.optimise(model, target="tpu")
+    assert issubclass(rlflow.UsageError, ValueError)
+    with pytest.raises(rlflow.UnsupportedModel) as e:
+        rlflow.optimise(str(DATA / "malformed" / "garbage.onnx"), quiet=True)
+    assert e.value.exit_code == 3
+    with pytest.raises(rlflow.UnsupportedModel):
+        rlflow.optimise(str(tmp_path / "missing.onnx"), quiet=True)
+    with pytest.raises(rlflow.UsageError):
+        rlflow.optimise(42)
+    for cls in (rlflow.UsageError, rlflow.UnsupportedModel, rlflow.VerificationFailed, rlflow.InternalError):
+        assert issubclass(cls, rlflow.RlflowError)
+    # Nothing was left behind by the failures.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_progress_callback_sees_the_search():
+    calls = []
+    rlflow.optimise(str(DATA / "tiny_residual.onnx"), target="h100", deterministic=True, quiet=True,
+                    progress=lambda expanded, unique, best, seconds: calls.append((expanded, unique, best, seconds)))
+    assert calls, "the search never reported progress"
+    assert all(best > 0 and expanded >= 0 for expanded, _, best, _ in calls)
+
+
+def test_targets_cost_bench(tmp_path):
+    names = [t["name"] for t in rlflow.targets()]
+    assert {"ort", "h100", "gpu"} <= set(names)
+    model = str(DATA / "tiny_cnn.onnx")
+    c = rlflow.cost(model, target="h100")
+    cli = json.loads(subprocess.run([BIN, "cost", model, "--cost-model", "recorded", "--json"], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert c["total_ms"] == pytest.approx(cli["total_ms"])
+    assert c["target"] == "h100"
+    opt = rlflow.optimise(model, target="ort", output=tmp_path / "opt.onnx", measure="off", quiet=True)
+    b = rlflow.bench([model, opt.path], target="ort", rounds=10, warmup=1, threads="1", quiet=True)
+    files = b["runs"][0]["files"]
+    assert [Path(f["file"]).name for f in files] == ["tiny_cnn.onnx", "opt.onnx"]
+    assert all(len(f["ms"]) == 10 and f["median_ms"] > 0 for f in files)
+    assert files[1]["speedup_ci"][0] <= files[1]["speedup"] <= files[1]["speedup_ci"][1]
+    with pytest.raises(rlflow.UsageError):
+        rlflow.bench(model)
+
+
+def test_report_to_html(tmp_path):
+    result = rlflow.optimise(str(DATA / "tiny_attention.onnx"), target="h100", deterministic=True, quiet=True)
+    html = result.report.to_html(tmp_path / "report.html")
+    assert (tmp_path / "report.html").read_text(encoding="utf-8") == html
+    assert html.lstrip().lower().startswith("<!doctype html")
+    assert "predicted" in html.lower() and "recorded" in html
+    for op in result.report["before"]["op_counts"]:
+        assert op in html
+    assert "http://" not in html and "https://" not in html
+
+
+def test_readme_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's Python quick start, as it is written there, on a model exported by torch."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    example = next(b for b in blocks if "rlflow.optimise(" in b)
+    assert len(example.strip().splitlines()) == 3
+    shutil.copy(DATA / "tiny_layernorm17.onnx", tmp_path / "model.onnx")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.split()
+    assert float(printed[0]) > 0 and printed[1] == "True"
+    written = onnx.load(str(tmp_path / "model.opt.onnx"))
+    onnx.checker.check_model(written, full_check=True)
+    feed = {"x": np.random.default_rng(2).standard_normal((1, 4, 32), dtype=np.float32)}
+    original = onnx.load(str(tmp_path / "model.onnx"))
+    np.testing.assert_allclose(run_ort(written, feed)[0], run_ort(original, feed)[0], atol=1e-4, rtol=1e-4)
