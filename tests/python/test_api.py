@@ -175,3 +175,26 @@ def test_readme_example_runs(tmp_path, monkeypatch, capsys):
     feed = {"x": np.random.default_rng(2).standard_normal((1, 4, 32), dtype=np.float32)}
     original = onnx.load(str(tmp_path / "model.onnx"))
     np.testing.assert_allclose(run_ort(written, feed)[0], run_ort(original, feed)[0], atol=1e-4, rtol=1e-4)
+
+
+def test_a_proto_over_the_limit_goes_through_external_data(monkeypatch):
+    """A ModelProto over protobuf's limit (here: the limit lowered to 1 KB) is staged with its weights in
+    a .data file and read back into the caller's proto: the result is right and the proto unchanged."""
+    proto = onnx.load(str(DATA / "tiny_cnn.onnx"))
+    before = proto.SerializeToString()
+    assert proto.ByteSize() > 1024
+    monkeypatch.setattr(rlflow, "_PROTO_LIMIT", 1024)
+    saved = []
+    real_save = onnx.save_model
+
+    def spy(model, path, *args, **kwargs):
+        saved.append(kwargs.get("save_as_external_data", False))
+        real_save(model, path, *args, **kwargs)
+        assert os.path.exists(str(path) + ".data") and os.path.getsize(path) < len(before)
+
+    monkeypatch.setattr(onnx, "save_model", spy)
+    result = rlflow.optimise(proto, target="h100", deterministic=True, quiet=True)
+    assert saved == [True]
+    assert proto.SerializeToString() == before
+    feed = {proto.graph.input[0].name: np.random.default_rng(3).standard_normal((1, 3, 16, 16), dtype=np.float32)}
+    np.testing.assert_allclose(run_ort(result.model, feed)[0], run_ort(proto, feed)[0], atol=1e-4, rtol=1e-4)

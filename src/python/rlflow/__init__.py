@@ -42,6 +42,10 @@ os.environ.setdefault("RLFLOW_PYTHON", sys.executable)
 
 ModelLike = Union[str, os.PathLike, onnx.ModelProto]
 
+# A ModelProto at least this large cannot be serialised whole (protobuf's 2 GB limit, with room for the
+# graph): its weights are staged in a .data file beside it.
+_PROTO_LIMIT = 2000 << 20
+
 
 class RlflowError(Exception):
     """An rlflow command failed; ``exit_code`` is the command line's exit code for it."""
@@ -177,7 +181,7 @@ class _Staged:
             if self._dir is None:
                 self._dir = tempfile.mkdtemp(prefix="rlflow-")
             path = os.path.join(self._dir, name)
-            if model.ByteSize() < (2000 << 20):
+            if model.ByteSize() < _PROTO_LIMIT:
                 # One copy between Python and C++: the serialised bytes, straight to the file.
                 with open(path, "wb") as f:
                     f.write(model.SerializeToString())
@@ -185,8 +189,15 @@ class _Staged:
                 # Over protobuf's limit the proto cannot be serialised whole. onnx moves its weights
                 # out of the proto into the .data file as it writes them; they are read back after, so
                 # the caller's model is left as it was and never held twice.
+                from onnx import external_data_helper
+
+                tensors = list(external_data_helper._get_all_tensors(model))
+                had_location = [t.HasField("data_location") for t in tensors]
                 onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=name + ".data")
                 onnx.load_external_data_for_model(model, self._dir)
+                for t, had in zip(tensors, had_location):
+                    if not had:
+                        t.ClearField("data_location")  # as it was: loading back sets it to DEFAULT
             return path
         if not isinstance(model, (str, os.PathLike)):
             raise UsageError(f"a model is an onnx.ModelProto or a path, not {type(model).__name__}")
