@@ -43,6 +43,21 @@ TEST(BenchStats, MedianCiUsesBinomialOrderStatistics) {
   EXPECT_NEAR(c10.coverage, 1 - 2 * 11.0 / 1024, 1e-12);
 }
 
+// A long `bench --max-seconds` run collects hundreds of thousands of rounds: the interval is the normal
+// approximation's there, n/2 -+ 1.96 sqrt(n)/2 order statistics, with coverage about 95%. (The CDF is
+// accumulated in one pass; summed afresh for each candidate order statistic it took minutes.)
+TEST(BenchStats, MedianCiOfAMillionRounds) {
+  const size_t n = 1000000;
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7919) % n);  // a permutation of 0..n-1
+  auto ci = median_ci(v, 0.95);
+  const double half = 1.959964 * std::sqrt(static_cast<double>(n)) / 2;
+  EXPECT_NEAR(ci.lo, n / 2.0 - half, 3);
+  EXPECT_NEAR(ci.hi, n / 2.0 + half, 3);
+  EXPECT_NEAR(ci.coverage, 0.95, 0.001);
+  EXPECT_GE(ci.coverage, 0.95);
+}
+
 TEST(BenchStats, TooFewSamplesGiveMinMaxWithTheirCoverage) {
   auto ci = median_ci({5, 1, 3, 2, 4}, 0.95);  // n = 5 cannot reach 95%
   EXPECT_DOUBLE_EQ(ci.lo, 1);
