@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 
 #include "commands.h"
 #include "progress.h"
@@ -87,34 +88,46 @@ std::string search_line(const SearchView& v, double elapsed) {  // elapsed: sinc
 
 }  // namespace
 
-int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
-  SearchView view;
-  view.rl = o.search == "rl";
-  view.none = o.search == "none";
-  view.budget = o.budget;
+struct OptimiseProgress::View : SearchView {};
+
+OptimiseProgress::OptimiseProgress(const OptimiseOptions& o, bool enabled)
+    : view_(std::make_unique<View>()), line_(enabled, [v = view_.get()](double elapsed) { return search_line(*v, elapsed); }) {
+  view_->rl = o.search == "rl";
+  view_->none = o.search == "none";
+  view_->budget = o.budget;
   // As pipeline::optimise sets search::Limits::time_limit_s.
-  view.time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.cost.deterministic ? 0 : pipeline::kInteractiveTimeLimitS);
-  ProgressLine line(progress_wanted(g.json), [&view](double elapsed) { return search_line(view, elapsed); });
+  view_->time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.cost.deterministic ? 0 : pipeline::kInteractiveTimeLimitS);
+}
+
+OptimiseProgress::~OptimiseProgress() = default;
+
+pipeline::OptimiseHooks OptimiseProgress::hooks() {
   pipeline::OptimiseHooks hooks;
-  if (line.enabled())
-    hooks.progress = [&](const search::Report& r, double best) {
-      line.update([&] {
-        view.seen = true;
-        view.stage.clear();  // a search again (--opset auto's second try at the input's opset)
-        view.report = r;
-        view.best = best;
-        view.at = Clock::now();
-      });
-    };
-  if (line.enabled())
-    hooks.stage = [&](const std::string& stage) {
-      line.update([&] {
-        view.stage = stage;
-        view.stage_at = Clock::now();
-      });
-    };
-  auto report = pipeline::optimise(o, hooks);
-  line.finish();
+  if (!line_.enabled()) return hooks;
+  View* view = view_.get();
+  ProgressLine* line = &line_;
+  hooks.progress = [view, line](const search::Report& r, double best) {
+    line->update([&] {
+      view->seen = true;
+      view->stage.clear();  // a search again (--opset auto's second try at the input's opset)
+      view->report = r;
+      view->best = best;
+      view->at = Clock::now();
+    });
+  };
+  hooks.stage = [view, line](const std::string& stage) {
+    line->update([&] {
+      view->stage = stage;
+      view->stage_at = Clock::now();
+    });
+  };
+  return hooks;
+}
+
+int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
+  OptimiseProgress progress(o, progress_wanted(g.json));
+  auto report = pipeline::optimise(o, progress.hooks());
+  progress.finish();
   if (!report) return report_error(g, report.error());
   if (g.json) std::cout << json_text(report->to_json()) << std::endl;
   else report->print(stdout);

@@ -2,6 +2,7 @@
 // Internal to the CLI: one function per subcommand, each returning an exit code.
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,27 @@
 #include "rlflow/pipeline/summary.h"
 #include "rlflow/rules/rule.h"
 #include "rlflow/util/expected.h"
+#include "progress.h"
 
 namespace rlflow::cli {
 
 struct GlobalOptions {
   bool json = false;
+};
+
+// `optimise`'s progress line (the CLI's, and the Python package's on a terminal): the search's graphs,
+// best cost and time left, then the stage. Its hooks feed the line and must not outlive it.
+class OptimiseProgress {
+ public:
+  OptimiseProgress(const pipeline::OptimiseOptions& o, bool enabled);
+  ~OptimiseProgress();
+  pipeline::OptimiseHooks hooks();  // empty when the line is not drawn
+  void finish() { line_.finish(); }
+
+ private:
+  struct View;
+  std::unique_ptr<View> view_;  // before line_: the line draws from it until it is gone
+  ProgressLine line_;
 };
 
 struct InfoOptions {

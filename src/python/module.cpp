@@ -22,17 +22,21 @@ using namespace rlflow;
 namespace {
 
 // (exit code, JSON document, error message): exit code 0 carries the report, any other the message.
-py::tuple optimise(const std::vector<std::string>& args, py::object progress) {
+// `line`: the CLI's progress line on stderr where it belongs (a terminal, not -q); `progress`: a
+// Python function called with the search's progress instead (or None).
+py::tuple optimise(const std::vector<std::string>& args, py::object progress, bool line) {
   auto opts = cli::parse_optimise_args(args);
   if (!opts) return py::make_tuple(static_cast<int>(cli::kUsage), std::string(), opts.error().message);
-  pipeline::OptimiseHooks hooks;
+  cli::OptimiseProgress drawn(*opts, line && progress.is_none() && cli::progress_wanted(false));
+  pipeline::OptimiseHooks hooks = drawn.hooks();
   // The search calls back now and then: Ctrl-C (a pending KeyboardInterrupt) and the caller's
   // progress function run there, with the interpreter's lock held only for that moment. An
   // exception they raise unwinds the pipeline (its temporary files go with it) and reaches Python.
   // The hook is copied inside the pipeline without the lock: it holds a borrowed pointer (the
   // argument outlives the call), never a reference it would have to count.
   PyObject* callback = progress.is_none() ? nullptr : progress.ptr();
-  hooks.progress = [callback](const search::Report& r, double best) {
+  hooks.progress = [callback, draw = hooks.progress](const search::Report& r, double best) {
+    if (draw) draw(r, best);
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     if (callback) {
@@ -53,6 +57,7 @@ py::tuple optimise(const std::vector<std::string>& args, py::object progress) {
       report = Error::internal(std::string("unexpected failure: ") + e.what());
     }
   }
+  drawn.finish();
   if (!report) return py::make_tuple(cli::exit_code_for(report.error().code), std::string(), report.error().message);
   return py::make_tuple(static_cast<int>(cli::kOk), cli::json_text(report->to_json()), std::string());
 }
@@ -75,7 +80,7 @@ std::string report_html(const std::string& json_text) {
 
 PYBIND11_MODULE(_rlflow, m) {
   m.doc() = "rlflow's native module: use the rlflow package's functions instead";
-  m.def("optimise", &optimise, py::arg("args"), py::arg("progress") = py::none());
+  m.def("optimise", &optimise, py::arg("args"), py::arg("progress") = py::none(), py::arg("line") = false);
   m.def("run_json", &run_json, py::arg("args"));
   m.def("report_html", &report_html, py::arg("report_json"));
   m.def("set_shipped_root", &set_shipped_root, py::arg("folder"));

@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
@@ -219,32 +218,6 @@ class _Staged:
             shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class _ProgressLine:
-    """The command line's status line on a terminal: one line on stderr, redrawn in place."""
-
-    def __init__(self, budget: Optional[int], time_limit: Optional[float]):
-        self.budget, self.time_limit, self.last = budget, time_limit, 0.0
-
-    def __call__(self, expanded: int, unique: int, best_ms: float, seconds: float) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.1:
-            return
-        self.last = now
-        left = ""
-        if self.time_limit:
-            left = f", {max(0.0, self.time_limit - seconds):.0f}s left"
-        budget = f"/{self.budget}" if self.budget else ""
-        line = f"[search] expanded {expanded}{budget}, unique {unique}, best {best_ms:.4f} ms (predicted), {seconds:.1f}s{left}"
-        width = shutil.get_terminal_size((80, 20)).columns - 1
-        sys.stderr.write("\r" + line[:width].ljust(width))
-        sys.stderr.flush()
-
-    def clear(self) -> None:
-        width = shutil.get_terminal_size((80, 20)).columns - 1
-        sys.stderr.write("\r" + " " * width + "\r")
-        sys.stderr.flush()
-
-
 def optimise(model: ModelLike, target: str = "ort", *, output: Union[str, os.PathLike, None] = None,
              progress: Union[bool, Callable[[int, int, float, float], None], None] = None,
              verbose: int = 0, quiet: bool = False, **options: Any) -> Result:
@@ -253,32 +226,18 @@ def optimise(model: ModelLike, target: str = "ort", *, output: Union[str, os.Pat
 
     ``options`` are optimise's flags (``rlflow optimise --help``): search, budget, time_limit,
     deterministic, opset, input_shape, fix, disable_fusion, verify, atol, rtol, measure, seed, ...
-    ``output``: also keep the written file there (``Result.path``). ``progress``: a status line on
-    stderr (default: when stderr is a terminal and not ``quiet``), False for none, or a function
-    called with (graphs expanded, unique graphs, best predicted ms, seconds).
+    ``output``: also keep the written file there (``Result.path``). ``progress``: the command line's
+    status line on stderr (default: when stderr is a terminal and not ``quiet``), False for none, or a
+    function called with (graphs expanded, unique graphs, best predicted ms, seconds).
     """
     with _Staged() as staged:
         src = staged.path(model, "model.onnx")
         out = os.fspath(output) if output is not None else os.path.join(staged.temp_dir(), "optimised.onnx")
         args = [src, "-o", out, "--target", target] + _flag_args(options) + _log_args(verbose, quiet)
-        line = None
-        if progress is None:
-            progress = sys.stderr.isatty() and not quiet
-        if progress is True:
-            limit = options.get("time_limit")
-            if limit is None and not options.get("deterministic"):
-                limit = 10.0
-            line = _ProgressLine(options.get("budget"), limit)
-            callback = line
-        elif callable(progress):
-            callback = progress
-        else:
-            callback = None
-        try:
-            code, text, message = _rlflow.optimise(args, callback)
-        finally:
-            if line is not None:
-                line.clear()
+        # None or True: the command line's progress line, drawn by the library where it belongs (stderr a
+        # terminal, not quiet); a function: called instead; False: nothing.
+        callback = progress if callable(progress) else None
+        code, text, message = _rlflow.optimise(args, callback, progress is not False and callback is None)
         if code != 0:
             _raise(code, message)
         report = Report(json.loads(text))
