@@ -14,6 +14,7 @@
 #include "rlflow/bench/ort_cost.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/exec/compare.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
@@ -31,6 +32,17 @@ void add_opset_option(CLI::App* c, int64_t& into, const std::string& help) {
        },
        help)
       ->default_str("auto");
+}
+
+// The registered fusions for help text: "layer_norm, gelu, ..." or, with ops, "layer_norm ->
+// LayerNormalization (17), ...".
+std::string fusion_list(bool with_ops) {
+  std::string out;
+  for (const auto& f : ir::fusions()) {
+    out += (out.empty() ? "" : ", ") + f.name;
+    if (with_ops) out += fmt::format(" -> {} ({})", f.onnx_op, f.since_opset);
+  }
+  return out;
 }
 
 // Every number a flag takes is checked as the flags are parsed, before any work: it must be finite
@@ -140,15 +152,13 @@ void declare_optimise(CLI::App& app, Commands& p) {
   c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
   c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
   c_opt->add_flag("--composites,!--no-composites", opt.composites,
-                  "Fuse decomposed GELU and LayerNorm chains into single ops before searching (default on; not with --search none)");
+                  "Fuse decomposed chains (GELU, LayerNorm, RMSNorm, ...) into single ops before searching (default on; not with --search none)");
   c_opt->add_option("--disable-fusion", opt.disabled_fusions,
-                    "Leave these fusions' chains as they are (repeat, or a comma list): layer_norm, gelu, hard_swish, rms_norm, "
-                    "rotary_embedding, attention")
+                    "Leave these fusions' chains as they are (repeat, or a comma list): " + fusion_list(false))
       ->delimiter(',');
   add_opset_option(c_opt, opt.opset,
                    "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
-                   "the input's, where a chain fuses there and not at the input's: GELU, LayerNorm, RMSNorm, rotary and attention chains "
-                   "are then written as Gelu (20), LayerNormalization (17), RMSNormalization, RotaryEmbedding and Attention (23); a model "
+                   "the input's, where a chain fuses there and not at the input's (" + fusion_list(true) + "); a model "
                    "with nothing to fuse, or written as it is, keeps its own. "
                    "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)");
   c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU); `rlflow targets` describes each")

@@ -127,7 +127,7 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
   // SimplifiedLayerNormFusion: onnxruntime turns the RMSNorm chain into one kernel, measured the same
   // as the RMSNormalization op (0.98-1.02x, docs/measurements/measure_fused_ops-2026-11-25.md). The chain is
   // priced as its root, the scale Mul: one streaming pass over x, the scale and y, as the op is.
-  for (const auto& chain : ir::rms_norm_chains(g))
+  for (const auto& chain : ir::fusion_chains(g, "rms_norm"))
     for (size_t k = 1; k < chain.size(); ++k) fused[static_cast<size_t>(chain[k])] = true;
   // onnxruntime's CastElimination drops a Cast to the type its input already has (level 1), so one
   // costs nothing there, and removing it (recognise_composites) earns nothing on this target.

@@ -350,10 +350,9 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   const ir::Graph start =
       o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites, std::nullopt, o.disabled_fusions) : *original;
   if (composites.total() > 0)
-    spdlog::info("fused {} GELU, {} tanh-GELU, {} LayerNorm, {} RMSNorm, {} rotary, {} attention and {} HardSwish chains into single "
-                 "ops, dropped {} no-op Casts ({} nodes removed)",
-                 composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.rms_norm, composites.rotary_embedding,
-                 composites.attention, composites.hard_swish, composites.noop_cast, composites.removed_nodes);
+    spdlog::info("fused chains into single ops: {} ({} nodes removed)", composites.summary(), composites.removed_nodes);
+  for (const auto& r : composites.rejections)
+    spdlog::debug("fusion {}: node '{}' not fused: {}", r.fusion, original->node(r.root).name, r.why);
 
   // search -> candidates
   std::vector<Candidate> cands;
@@ -375,7 +374,7 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     // whole-model), while the RMSNorm and rotary fusions pay, so a measured target can keep those.
     // It goes last, or before the candidates it is predicted cheaper than, since they are measured
     // in order and the first that passes is written.
-    if (composites.attention > 0) {
+    if (composites.count("attention") > 0) {
       ir::FusionSet without = o.disabled_fusions;
       without.insert("attention");
       ir::Graph g = ir::recognise_composites(*original, &no_attention, std::nullopt, without);

@@ -18,9 +18,10 @@ std::string dims_str(const std::map<std::string, int64_t>& dims) {
 }
 
 json composites_json(const ir::CompositeStats& c) {
-  return {{"gelu", c.gelu}, {"gelu_tanh", c.gelu_tanh}, {"layer_norm", c.layer_norm}, {"hard_swish", c.hard_swish}, {"rms_norm", c.rms_norm},
-          {"rotary_embedding", c.rotary_embedding}, {"attention", c.attention}, {"noop_cast", c.noop_cast},
-          {"removed_nodes", c.removed_nodes}};
+  json j = json::object();
+  for (const auto& key : ir::fusion_count_keys()) j[key] = c.count(key);
+  j["removed_nodes"] = c.removed_nodes;
+  return j;
 }
 
 json measurement_json(const Measurement& m) {
@@ -176,11 +177,7 @@ void OptimiseReport::print(std::FILE* out) const {
       std::fprintf(out, "\n");
     }
     if (chosen && composites.total() > 0)
-      std::fprintf(out,
-                   "composites fused: %d GELU, %d tanh-GELU, %d LayerNorm, %d HardSwish, %d RMSNorm, %d RotaryEmbedding, %d Attention; "
-                   "%d no-op Casts dropped (%d nodes removed)\n",
-                   composites.gelu, composites.gelu_tanh, composites.layer_norm, composites.hard_swish, composites.rms_norm,
-                   composites.rotary_embedding, composites.attention, composites.noop_cast, composites.removed_nodes);
+      std::fprintf(out, "composites fused: %s (%d nodes removed)\n", composites.summary().c_str(), composites.removed_nodes);
     std::map<std::string, int> applied;
     for (const auto& s : steps) applied[s.rule]++;
     if (applied.empty()) std::fprintf(out, "rules applied: none\n");

@@ -15,9 +15,9 @@ namespace {
 
 // The fused ops recognise_composites writes, with the opset each needs (ir/composites.h).
 std::vector<std::pair<std::string, int64_t>> every_fused_op() {
-  return {{"HardSwish", ir::kHardSwishOpset},      {"LayerNormalization", ir::kLayerNormOpset},
-          {"Gelu", ir::kGeluOpset},                {"RMSNormalization", ir::kRMSNormOpset},
-          {"RotaryEmbedding", ir::kRotaryEmbeddingOpset}, {"Attention", ir::kAttentionOpset}};
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& f : ir::fusions()) out.emplace_back(f.onnx_op, f.since_opset);
+  return out;
 }
 
 // rlflow's GPU runner (bench --target gpu) executes every op its reference executor runs, through
@@ -100,7 +100,7 @@ Expected<OpsetChoice> choose_output_opset(const ir::Graph& g, const TargetRecord
         ir::CompositeStats there, here;
         ir::recognise_composites(g, &there, v, *fusions);
         ir::recognise_composites(g, &here, input, *fusions);
-        if (there.total() - there.noop_cast <= here.total() - here.noop_cast)
+        if (there.total() - there.count("noop_cast") <= here.total() - here.count("noop_cast"))
           return OpsetChoice{input, "the input's: no chain fuses at a newer opset than the input's (--opset auto; up to " +
                                         std::to_string(v) + " would change the version alone)"};
       }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "exec/common.h"
 #include "rlflow/exec/compare.h"
@@ -72,8 +73,8 @@ TEST(Composites, ExactGeluChainBecomesOneNode) {
   const Graph before = b.graph();
   CompositeStats st;
   const Graph after = recognise_composites(before, &st, kEveryOp);
-  EXPECT_EQ(st.gelu, 1);
-  EXPECT_EQ(st.gelu_tanh, 0);
+  EXPECT_EQ(st.count("gelu"), 1);
+  EXPECT_EQ(st.count("gelu_tanh"), 0);
   EXPECT_EQ(st.removed_nodes, 4);  // Div, Erf, Add and the inner Mul (the root is replaced in place)
   EXPECT_EQ(count(after, OpKind::kGelu), 1);
   EXPECT_EQ(count(after, OpKind::kErf), 0);
@@ -94,8 +95,8 @@ TEST(Composites, AChainStaysAChainWhereTheModelsOpsetHasNoFusedOp) {
     g.meta().opsets = {{"", opset}};
     CompositeStats st;
     recognise_composites(g, &st);  // the graph's own opset
-    EXPECT_EQ(st.gelu, opset >= 20 ? 1 : 0) << opset;
-    EXPECT_EQ(st.layer_norm, opset >= 17 ? 1 : 0) << opset;
+    EXPECT_EQ(st.count("gelu"), opset >= 20 ? 1 : 0) << opset;
+    EXPECT_EQ(st.count("layer_norm"), opset >= 17 ? 1 : 0) << opset;
   }
 }
 
@@ -106,7 +107,7 @@ TEST(Composites, TanhGeluChainBecomesOneTanhGelu) {
   const Graph before = b.graph();
   CompositeStats st;
   const Graph after = recognise_composites(before, &st, kEveryOp);
-  EXPECT_EQ(st.gelu_tanh, 1);
+  EXPECT_EQ(st.count("gelu_tanh"), 1);
   EXPECT_EQ(count(after, OpKind::kGelu), 1);
   EXPECT_EQ(count(after, OpKind::kTanh), 0);
   EXPECT_EQ(count(after, OpKind::kPow), 0);
@@ -122,7 +123,7 @@ TEST(Composites, LayerNormChainBecomesOneLayerNorm) {
     const Graph before = b.graph();
     CompositeStats st;
     const Graph after = recognise_composites(before, &st, kEveryOp);
-    EXPECT_EQ(st.layer_norm, 1) << "square by " << (by_mul ? "Mul" : "Pow");
+    EXPECT_EQ(st.count("layer_norm"), 1) << "square by " << (by_mul ? "Mul" : "Pow");
     EXPECT_EQ(count(after, OpKind::kLayerNorm), 1);
     EXPECT_EQ(count(after, OpKind::kReduceMean), 0);
     const auto& ln = after.node(after.outputs()[0].value.node);
@@ -186,8 +187,8 @@ TEST(Composites, FeedForwardBlockFusesBothChains) {
   const Graph before = b.graph();
   CompositeStats st;
   const Graph after = recognise_composites(before, &st, kEveryOp);
-  EXPECT_EQ(st.gelu, 1);
-  EXPECT_EQ(st.layer_norm, 1);
+  EXPECT_EQ(st.count("gelu"), 1);
+  EXPECT_EQ(st.count("layer_norm"), 1);
   EXPECT_TRUE(validate(after).ok());
   expect_same_numbers(before, after);
 }
@@ -208,7 +209,7 @@ TEST(Composites, NoOpCastsAreDroppedAtAnyOpset) {
   g.meta().opsets = {{"", 13}};
   CompositeStats st;
   const Graph after = recognise_composites(g, &st);
-  EXPECT_EQ(st.noop_cast, 3);
+  EXPECT_EQ(st.count("noop_cast"), 3);
   EXPECT_EQ(st.total(), 3);
   EXPECT_EQ(st.removed_nodes, 3);
   EXPECT_EQ(count(after, OpKind::kCast), 3);
@@ -225,4 +226,65 @@ TEST(Composites, NoOpCastsAreDroppedAtAnyOpset) {
   const Graph same = recognise_composites(c.graph(), &none);
   EXPECT_EQ(none.total(), 0);
   EXPECT_EQ(same.num_ops(), c.graph().num_ops());
+}
+
+TEST(Composites, TheRegistryNamesEachFusionOnceWithItsOpAndOpset) {
+  std::set<std::string> names, keys;
+  for (const auto& f : fusions()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    EXPECT_FALSE(f.onnx_op.empty()) << f.name;
+    EXPECT_GE(f.since_opset, 1) << f.name;
+    ASSERT_FALSE(f.count_keys.empty()) << f.name;
+    EXPECT_EQ(f.count_keys.front(), f.name);
+    for (const auto& k : f.count_keys) EXPECT_TRUE(keys.insert(k).second) << k;
+  }
+  EXPECT_EQ(fusion_names().size(), names.size());
+  EXPECT_EQ(fusion_count_keys().back(), "noop_cast");
+  EXPECT_EQ(fusion_count_keys().size(), keys.size() + 1);
+  // The fusions the pipeline's help and targets name: the six of today, each writing its own op.
+  EXPECT_EQ(fusion_names(), (std::vector<std::string>{"layer_norm", "gelu", "hard_swish", "rms_norm", "rotary_embedding", "attention"}));
+}
+
+TEST(Composites, ARejectedCandidateSaysWhyAndAPlainMulSaysNothing) {
+  // 0.49 * x * (1 + erf(x / sqrt 2)): a GELU candidate whose constant is wrong.
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 16}});
+  auto t = b.op(OpKind::kDiv, {x, scalar(b, "sqrt2", 1.4142135623730951)});
+  auto s = b.add(b.op(OpKind::kErf, {t}), scalar(b, "one", 1.0));
+  auto y = b.mul(b.mul(x, s), scalar(b, "half", 0.49));
+  const ValueRef plain = b.mul(y, b.input("z", {DType::kFloat32, {2, 16}}));  // a plain Mul after it
+  b.output(plain, "out");
+  CompositeStats st;
+  const Graph after = recognise_composites(b.graph(), &st, kEveryOp);
+  EXPECT_EQ(st.total(), 0);
+  // Roots are tried last to first: the outer Mul is the first candidate (the inner x * (1 + erf)
+  // is one too, with a constant factor of 1).
+  ASSERT_GE(st.rejections.size(), 1u);
+  EXPECT_EQ(st.rejections[0].root, y.node);
+  EXPECT_EQ(st.rejections[0].fusion, "gelu");
+  EXPECT_NE(st.rejections[0].why.find("0.49"), std::string::npos) << st.rejections[0].why;
+  for (const auto& r : st.rejections) EXPECT_NE(r.root, plain.node) << r.why;
+  EXPECT_EQ(after.num_ops(), b.graph().num_ops());
+}
+
+TEST(Composites, FusionChainsFindsAFusionsChainsAtAnyOpset) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {2, 8, 16}});
+  b.output(torch_layer_norm(b, x, 16), "y");
+  Graph g = b.graph();
+  g.meta().opsets = {{"", 13}};
+  const auto chains = fusion_chains(g, "layer_norm");
+  ASSERT_EQ(chains.size(), 1u);
+  EXPECT_EQ(chains[0].size(), 9u);
+  EXPECT_EQ(g.node(chains[0][0]).kind, OpKind::kAdd);  // the root first
+  EXPECT_TRUE(fusion_chains(g, "gelu").empty());
+  EXPECT_TRUE(fusion_chains(g, "no_such_fusion").empty());
+}
+
+TEST(Composites, SummaryNamesWhatFiredInRegistryOrder) {
+  CompositeStats st;
+  EXPECT_EQ(st.summary(), "");
+  st.counts = {{"noop_cast", 2}, {"gelu", 1}, {"layer_norm", 3}};
+  EXPECT_EQ(st.summary(), "3 layer_norm, 1 gelu, 2 noop_cast");
+  EXPECT_EQ(st.total(), 6);
 }

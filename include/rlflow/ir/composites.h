@@ -1,17 +1,15 @@
 #pragma once
-// Recognition of composite ops that exporters write out as chains of elementwise ops: GELU (exact
-// erf form and tanh approximation, as PyTorch writes them below opset 20), LayerNorm (below
-// opset 17), HardSwish (x * HardSigmoid(x) with alpha 1/6, below opset 14) and RMSNorm (x * rsqrt(mean(x^2) + eps)
-// * scale, as PyTorch writes LLaMA's RMSNorm, below opset 23) and RotaryEmbedding (HF's rotate_half
-// form, where cos and sin provably repeat their first half, below opset 23) and Attention (eager
-// MatMul/scale/mask/Softmax/MatMul attention, 4-D or nn.MultiheadAttention's 3-D, HF LLaMA's repeat_kv
-// peeled into GQA, below opset 23). Each chain becomes
-// one node, which costs one kernel instead of five to nine, where the model's opset has that op.
+// Recognition of composite ops that exporters write out as chains of elementwise ops (GELU, LayerNorm,
+// HardSwish, RMSNorm, RotaryEmbedding, Attention: fusions() lists them). Each chain becomes one node,
+// which costs one kernel instead of five to nine, where the model's opset has that op.
 //
 // This is a canonicalisation, not a search step: it is exact in real arithmetic (the fused op is
 // the chain's definition) and a runtime computes it at least as fast. `rlflow optimise` runs it
 // before the search and verifies the written model against the input *as imported without it*, so
 // a wrong recognition cannot hide behind a verification that shares it.
+//
+// Each fusion is one file in src/ir/fusions/ and one line in src/ir/fusions/registry.def.
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,26 +26,54 @@ struct FusionRecord {
   std::vector<NodeId> chain;
 };
 
-struct CompositeStats {
-  int gelu = 0;        // exact (erf) GELU chains replaced
-  int gelu_tanh = 0;   // tanh-approximation GELU chains replaced
-  int layer_norm = 0;  // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add chains replaced
-  int hard_swish = 0;  // Mul(x, HardSigmoid(x; 1/6, 1/2)) pairs replaced
-  int rms_norm = 0;    // Pow/ReduceMean/Add/Sqrt/(Div | Div(1, .) or Reciprocal, Mul)/Mul chains replaced
-  int rotary_embedding = 0;  // x * cos + Concat(Neg(x[.., D/2:]), x[.., :D/2]) * sin chains replaced
-  int attention = 0;  // MatMul(Softmax(scale * MatMul(Q, K^T) [+ mask]), V) chains replaced
-  int noop_cast = 0;  // Casts to the type their input already has (HF's float32 -> float32), removed
-  int removed_nodes = 0;
-  std::vector<FusionRecord> records;  // every chain fused, in the order they were found
-  int total() const { return gelu + gelu_tanh + layer_norm + hard_swish + rms_norm + rotary_embedding + attention + noop_cast; }
+// A candidate chain a fusion looked at and did not fuse: the root it started from and why (the
+// recogniser's own words, e.g. "scale 0.49, not 0.5"). Roots whose op cannot start the chain are
+// not candidates and leave nothing here. `optimise -vv` logs them.
+struct FusionRejection {
+  std::string fusion;
+  NodeId root = 0;
+  std::string why;
 };
 
-// The first default-domain opset with each fused op: below it the exporter writes the chain back.
+// What recognise_composites did. `counts` is keyed by count key: a fusion's name, a variant a
+// fusion counts apart (gelu_tanh), and noop_cast; a key that never fired is absent.
+struct CompositeStats {
+  std::map<std::string, int> counts;
+  int removed_nodes = 0;
+  std::vector<FusionRecord> records;        // every chain fused, in the order they were found
+  std::vector<FusionRejection> rejections;  // every candidate that failed, in the order tried
+  int count(const std::string& key) const {
+    auto it = counts.find(key);
+    return it == counts.end() ? 0 : it->second;
+  }
+  int total() const {
+    int n = 0;
+    for (const auto& [k, c] : counts) n += c;
+    return n;
+  }
+  // "2 gelu, 1 layer_norm, 3 noop_cast" (the keys that fired, in registry order); "" when none.
+  std::string summary() const;
+};
+
+// One registered fusion (src/ir/fusions/registry.def lists them, in the order they are tried at each
+// root: the first that matches wins).
+struct FusionInfo {
+  std::string name;             // --disable-fusion's name, FusionRecord::fusion
+  std::string onnx_op;          // the default-domain op it writes
+  int64_t since_opset = 0;      // the first opset with that op: below it the chain stays a chain
+  std::vector<std::string> count_keys;  // the keys it counts under in CompositeStats (its name first)
+  std::string chain;            // the chain it recognises, in a few words (help text, docs)
+};
+const std::vector<FusionInfo>& fusions();
+// Every count key: the fusions' in registry order, then noop_cast.
+const std::vector<std::string>& fusion_count_keys();
+
+// The first default-domain opset with each fused op: below it the exporter writes the chain back
+// (the export and the onnxruntime pricing use these too).
 inline constexpr int64_t kLayerNormOpset = 17, kGeluOpset = 20, kHardSwishOpset = 14, kRMSNormOpset = 23,
                         kRotaryEmbeddingOpset = 23, kAttentionOpset = 23;
 
-// The fusions recognise_composites runs, by name: layer_norm, gelu (both approximations),
-// hard_swish, rms_norm, rotary_embedding, attention. A set of these names disables them.
+// The fusions' names, in registry order. A set of these names disables them.
 const std::vector<std::string>& fusion_names();
 using FusionSet = std::set<std::string>;
 
@@ -66,9 +92,9 @@ bool is_noop_cast(const Graph& g, NodeId id);
 Graph recognise_composites(const Graph& g, CompositeStats* stats = nullptr, std::optional<int64_t> opset = std::nullopt,
                            const FusionSet& disabled = {});
 
-// The RMSNorm chains recognise_composites fuses at kRMSNormOpset, whatever the graph's opset: each
-// one's nodes, its root (the scale Mul, which the fused op replaces) first. For cost models of a
-// runtime that fuses the chain by itself (onnxruntime's SimplifiedLayerNormalization).
-std::vector<std::vector<NodeId>> rms_norm_chains(const Graph& g);
+// The chains the fusion `name` matches in g, whatever the graph's opset: each one's nodes, its root
+// (which the fused op replaces) first. For cost models of a runtime that fuses a chain by itself
+// (onnxruntime's SimplifiedLayerNormalization for rms_norm). Unknown name: none.
+std::vector<std::vector<NodeId>> fusion_chains(const Graph& g, const std::string& name);
 
 }  // namespace rlflow::ir
