@@ -4,35 +4,22 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <cmath>
 #include <exception>
 #include <iostream>
 #include <sstream>
 #include <vector>
 
 #include "commands.h"
+#include "flags.h"
 #include "rlflow/bench/ort_cost.h"
 #include "rlflow/cost/factory.h"
-#include "rlflow/exec/compare.h"
 #include "rlflow/ir/composites.h"
+#include "rlflow/rl/agent.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
 
 namespace {
-
-// --opset: auto, keep or N, parsed into the library's value (pipeline::parse_opset).
-void add_opset_option(CLI::App* c, int64_t& into, const std::string& help) {
-  c->add_option_function<std::string>(
-       "--opset",
-       [&into](const std::string& v) {
-         auto parsed = pipeline::parse_opset(v);
-         if (!parsed) throw CLI::ValidationError("--opset", parsed.error().message);
-         into = *parsed;
-       },
-       help)
-      ->default_str("auto");
-}
 
 // The registered fusions for help text: "layer_norm, gelu, ..." or, with ops, "layer_norm ->
 // LayerNormalization (17), ...".
@@ -44,33 +31,6 @@ std::string fusion_list(bool with_ops) {
   }
   return out;
 }
-
-// Every number a flag takes is checked as the flags are parsed, before any work: it must be finite
-// (a NaN passes no comparison, so it would switch a check or a limit off) and in the flag's range.
-CLI::Validator number_at_least(double lo, bool strictly = false) {
-  const std::string desc = fmt::format("{} {}", strictly ? ">" : ">=", lo);
-  return CLI::Validator(
-      [lo, strictly, desc](std::string& text) -> std::string {
-        double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v) || v < lo || (strictly && v == lo))
-          return "must be a finite number " + desc + ", not '" + text + "'";
-        return {};
-      },
-      "NUMBER " + desc);
-}
-const CLI::Validator kNonNegative = number_at_least(0);
-const CLI::Validator kPositive = number_at_least(0, true);
-const CLI::Validator kAtLeastOne = number_at_least(1);
-
-// The one tolerance rule (exec::check_tolerance), applied to --atol and --rtol of every command.
-const CLI::Validator kTolerance(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not a number";
-      auto st = exec::check_tolerance(v, "the tolerance");
-      return st.ok() ? std::string() : st.error().message;
-    },
-    "TOLERANCE >= 0");
 
 void setup_logging(int verbosity, bool quiet) {
   // Once per process: the Python package runs commands again and again in one.
@@ -91,15 +51,12 @@ struct Commands {
   bool quiet = false, version = false;
   InfoOptions info;
   OptimiseOptions opt;
-  TrainAgentOptions train;
-  TrainWorldModelOptions wmo;
   RunOptions run;
   BenchCmdOptions bench;
   RulesOptions rules;
-  CostCmdOptions cost;
-  CLI::App *c_info = nullptr, *c_targets = nullptr, *c_opt = nullptr, *c_train = nullptr, *c_wm = nullptr, *c_run = nullptr,
-           *c_bench = nullptr, *c_rlist = nullptr, *c_rverify = nullptr, *c_rbench = nullptr, *c_rgen = nullptr, *c_cost = nullptr,
-           *c_calib = nullptr;
+  // Every subcommand with what runs it, in the order tried (the commands declared in their own
+  // files, cmd_cost.cpp and cmd_rl.cpp, hold their options in their entries).
+  Subcommands commands;
 };
 
 // Global flags (-v, -vv, -q, --version) work after the subcommand too: an option a subcommand does
@@ -123,8 +80,8 @@ void declare_info(CLI::App& app, Commands& p) {
 
   auto* c_targets = app.add_subcommand("targets", "The targets --target takes: runtime, device, cost model, opsets, fused ops, runtime fusions, measurable here");
   c_targets->add_flag("--json", g.json, "Print one JSON document");
-  p.c_info = c_info;
-  p.c_targets = c_targets;
+  p.commands.push_back({c_info, [&p] { return cmd_info(p.g, p.info); }});
+  p.commands.push_back({c_targets, [&p] { return cmd_targets(p.g); }});
 }
 
 void declare_optimise(CLI::App& app, Commands& p) {
@@ -137,8 +94,8 @@ void declare_optimise(CLI::App& app, Commands& p) {
   c_opt->add_option("--report", opt.report_html,
                     "Also write an HTML page (self-contained) of what changed: op histograms, each fusion and rewrite with its cost, "
                     "cost by op type, measured latencies, verification");
-  c_opt->add_option("--search", opt.search, "Search strategy: taso (TASO's cost-based backtracking), greedy, exhaustive, rl (a trained agent, --agent), or none (round trip)")
-      ->check(CLI::IsMember({"none", "greedy", "taso", "exhaustive", "rl"}))
+  c_opt->add_option("--search", opt.search, "Search strategy: " + pipeline::search_help())
+      ->check(CLI::IsMember(pipeline::search_names()))
       ->capture_default_str();
   c_opt->add_option("--alpha", opt.strategy.alpha, "taso: keep graphs whose cost is below alpha x the best")->check(kPositive)->capture_default_str();
   c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->check(kAtLeastOne)->capture_default_str();
@@ -199,85 +156,7 @@ void declare_optimise(CLI::App& app, Commands& p) {
   c_opt->add_flag("--never-below-greedy", opt.rl.never_below_greedy,
                   "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
   c_opt->add_flag("--json", g.json, "Print one JSON document");
-  p.c_opt = c_opt;
-}
-
-// The flags both trainers share, with one meaning: the rules and the cost the agent is judged by.
-void add_train_common_flags(CLI::App* c, TrainCommonOptions& t, const std::string& uses) {
-  c->add_option("--rules", t.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
-  c->add_flag("--all-rules", t.all_rules, "Every verified rule as an xfer (numerically verified ones included), not just the proved default set");
-  c->add_option("--target", t.target, "Where the optimised models will run; " + uses + " the cost optimise --target uses: ort, h100 or gpu")
-      ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
-  c->add_option("--cost-model", t.cost_model, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
-      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c->add_flag("--deterministic", t.deterministic,
-              "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded "
-              "and ort are deterministic already)");
-  c->add_option("--device-profile", t.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
-  c->add_option("--input-shape", t.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
-  add_opset_option(c, t.opset,
-                   "Train on the graphs `optimise --opset` searches (auto, keep or N; default auto: the target's opset): each model as "
-                   "written at that opset, with the composite chains it fuses (LayerNorm 17, Gelu 20, RMSNorm, rotary 23) fused");
-}
-
-void declare_train_agent(CLI::App& app, Commands& p) {
-  auto& g = p.g;
-  auto& train = p.train;
-  auto* c_train = app.add_subcommand("train-agent", "Train the GNN + PPO agent on models (one agent for all of them)");
-  c_train->add_option("--model", train.common.models, "ONNX model to train on (repeatable)")->required();
-  c_train->add_option("--config", train.common.config,
-                      "Agent hyperparameters (YAML; default: configs/agent/ppo-imitation.yaml, behaviour cloning on greedy's "
-                      "trajectories and one DAgger round before PPO; with --world-model, the values in configs/agent/ppo.yaml)");
-  c_train->add_option("--out", train.common.out, "Agent checkpoint to write (and to --resume from)")->required();
-  c_train->add_option("--log", train.common.log, "JSONL training log, one line per update (default: OUT.jsonl)");
-  c_train->add_option("--episodes", train.common.episodes, "Episodes in all, counting those before a --resume")->check(kAtLeastOne)->capture_default_str();
-  c_train->add_option("--seed", train.common.seed, "Seed of the network, sampling and minibatches")->check(kNonNegative)->capture_default_str();
-  c_train->add_option("--imitation-epochs", train.imitation_epochs,
-                      "Behaviour-cloning epochs on greedy search's trajectories before PPO (overrides training.imitation_epochs; 0: none)");
-  c_train->add_option("--dagger-rounds", train.dagger_rounds,
-                      "DAgger rounds after cloning: the policy's own states labelled by greedy (overrides training.dagger_rounds)");
-  c_train->add_option("--world-size", train.world_size,
-                      "Data-parallel training over this many processes (libtorch c10d, gloo); start one per rank, or use "
-                      "scripts/train_ranks")
-      ->check(CLI::Range(1, 1024))->capture_default_str();
-  c_train->add_option("--rank", train.rank, "This process's rank, 0..world-size-1; rank 0 writes --out and --log")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  c_train->add_option("--master", train.master, "ADDR:PORT where rank 0 serves the rendezvous store")->capture_default_str();
-  c_train->add_flag("--resume", train.common.resume, "Continue from the checkpoint at --out");
-  add_train_common_flags(c_train, train.common, "the agent trains on");
-  c_train->add_option("--world-model", train.world_model, "Train the controller inside this world model's dream (train-world-model --out)");
-  c_train->add_option("--temperature", train.temperature, "Dream temperature: mixture logits / T, Gaussian noise x sqrt(T)")->capture_default_str();
-  c_train->add_option("--uncertainty-penalty", train.uncertainty_penalty,
-                      "With an ensemble --world-model: dream reward = members' mean - this x their std (MOPO); 0: none")
-      ->capture_default_str();
-  c_train->add_option("--dream-batch", train.dream_batch, "Dream episodes stepped together (and per PPO update) with --world-model")
-      ->capture_default_str();
-  c_train->add_option("--eval-every", train.eval_every,
-                      "With --world-model: PPO updates between greedy rollouts in the real environment (0: only at the end)")
-      ->capture_default_str();
-  c_train->add_flag("--json", g.json, "Print one JSON document");
-
-  p.c_train = c_train;
-}
-
-void declare_train_world_model(CLI::App& app, Commands& p) {
-  auto& g = p.g;
-  auto& wmo = p.wmo;
-  auto* c_wm = app.add_subcommand("train-world-model", "Collect real rollouts and fit the MDN-RNN world model");
-  c_wm->add_option("--model", wmo.common.models, "ONNX model to collect rollouts on (repeatable)")->required();
-  c_wm->add_option("--out", wmo.common.out, "World model checkpoint to write (and to --resume from)")->required();
-  c_wm->add_option("--episodes", wmo.common.episodes, "Real episodes in the data set (reused from --data, topped up)")->check(kAtLeastOne)->capture_default_str();
-  c_wm->add_option("--config", wmo.common.config, "World-model settings (YAML; default: the values in configs/world_model.yaml)");
-  c_wm->add_option("--data", wmo.data, "Rollout file, reused by later runs (default: OUT.data)");
-  c_wm->add_option("--agent", wmo.encoder_agent, "Take the (frozen) graph encoder and the xfers from this model-free agent");
-  c_wm->add_option("--policy", wmo.policy,
-                   "Collect the new episodes with this dream controller (train-agent --world-model --out) instead of the random agent");
-  c_wm->add_option("--log", wmo.common.log, "JSONL log, one line per epoch (default: OUT.jsonl)");
-  c_wm->add_option("--seed", wmo.common.seed, "Seed of the data agent, the split and the network")->check(kNonNegative)->capture_default_str();
-  c_wm->add_flag("--resume", wmo.common.resume, "Continue training the world model at --out");
-  add_train_common_flags(c_wm, wmo.common, "the rollouts use");
-  c_wm->add_flag("--json", g.json, "Print one JSON document");
-  p.c_wm = c_wm;
+  p.commands.push_back({c_opt, [&p] { return cmd_optimise(p.g, p.opt); }});
 }
 
 void declare_run_bench(CLI::App& app, Commands& p) {
@@ -306,8 +185,8 @@ void declare_run_bench(CLI::App& app, Commands& p) {
   c_bench->add_option("--seed", bench.bench.seed, "Seed of the inputs and of the run order")->check(kNonNegative)->capture_default_str();
   c_bench->add_option("--input-shape", bench.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
   c_bench->add_flag("--json", g.json, "Print one JSON document");
-  p.c_run = c_run;
-  p.c_bench = c_bench;
+  p.commands.push_back({c_run, [&p] { return cmd_run(p.g, p.run); }});
+  p.commands.push_back({c_bench, [&p] { return cmd_bench(p.g, p.bench); }});
 }
 
 void declare_rules(CLI::App& app, Commands& p) {
@@ -351,82 +230,31 @@ void declare_rules(CLI::App& app, Commands& p) {
   c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->check(kAtLeastOne)->capture_default_str();
   c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->check(kNonNegative)->capture_default_str();
   c_rgen->add_flag("--json", g.json, "Print one JSON document");
-  p.c_rlist = c_rlist;
-  p.c_rverify = c_rverify;
-  p.c_rbench = c_rbench;
-  p.c_rgen = c_rgen;
-}
-
-void declare_cost(CLI::App& app, Commands& p) {
-  auto& g = p.g;
-  auto& cost = p.cost;
-  auto* c_cost = app.add_subcommand("cost", "Per-op cost table and total of a model; `cost calibrate` fits a device profile");
-  c_cost->require_subcommand(0, 1);
-  c_cost->add_option("model", cost.model, "ONNX model");
-  c_cost->add_option("--cost-model", cost.cost_model, cost::cost_model_help())
-      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_cost->add_flag("--deterministic", cost.deterministic,
-                   "Exactly reproducible: a measured cost model (cpu, cudnn, auto, ort-measured) gives way to the analytic one (recorded and ort "
-                   "are deterministic already)");
-  c_cost->add_option("--device-profile", cost.device_profile, "Analytic device profile: h100, h200, cpu-2core or a YAML path");
-  c_cost->add_option("--cost-table", cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
-  c_cost->add_flag("--measure-graph", cost.measure_graph, "Also run the whole graph on the device the cost model stands for (onnxruntime for ort and ort-measured) and compare with the sum of op costs");
-  c_cost->add_option("--input-shape", cost.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
-  c_cost->add_flag("--all", cost.all, "List folded nodes (constant inputs, cost 0) too");
-  c_cost->add_option("--cache", cost.cache, "Cost cache file (default ~/.cache/rlflow/cost-cache.json or $RLFLOW_COST_CACHE)");
-  c_cost->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
-  c_cost->add_option("--warmup", cost.warmup, "Untimed runs per op (default: cpu 3, cudnn 8, ort-measured 3)")->check(kNonNegative);
-  c_cost->add_option("--repeats", cost.repeats, "Timed runs per op, median (default: cpu 10, cudnn 32, ort-measured 15)")->check(kAtLeastOne);
-  c_cost->add_flag("--json", g.json, "Print one JSON document");
-  auto* c_calib = c_cost->add_subcommand("calibrate", "Time representative ops and fit an analytic device profile to them");
-  // Every kind parses, so that a non-measuring one (ort above all) gets calibrate's own message.
-  c_calib->add_option("--cost-model", cost.cost_model,
-                      "The measuring backend: auto, cpu, cudnn, or ort-measured (each op as a one-node model in onnxruntime); "
-                      "ort, the analytic onnxruntime profile, is what ort-measured's timings fit and cannot itself calibrate")
-      ->check(CLI::IsMember(cost::cost_model_kinds()))->capture_default_str();
-  c_calib->add_option("--profile", cost.profile_out, "Write the fitted profile to this YAML file");
-  c_calib->add_option("--base", cost.base_profile, "Profile whose peaks are kept (default: cpu-2core for cpu, h100 for cudnn)");
-  c_calib->add_option("--batch", cost.batch, "Batch size of the CNN calibration ops (default: 1 for cpu, 8 for cudnn)")->check(kAtLeastOne);
-  c_calib->add_option("--cache", cost.cache, "Cost cache file");
-  c_calib->add_flag("--no-cache", cost.no_cache, "Measure every op; neither read nor write the cache");
-  c_calib->add_option("--warmup", cost.warmup, "Untimed runs per op")->check(kNonNegative);
-  c_calib->add_option("--repeats", cost.repeats, "Timed runs per op, median")->check(kAtLeastOne);
-  c_calib->add_flag("--json", g.json, "Print one JSON document");
-  p.c_cost = c_cost;
-  p.c_calib = c_calib;
+  p.commands.push_back({c_rlist, [&p] { return cmd_rules_list(p.g, p.rules); }});
+  p.commands.push_back({c_rverify, [&p] { return cmd_rules_verify(p.g, p.rules); }});
+  p.commands.push_back({c_rbench, [&p] { return cmd_rules_bench(p.g, p.rules); }});
+  p.commands.push_back({c_rgen, [&p] { return cmd_rules_generate(p.g, p.rules); }});
 }
 
 void declare_all(CLI::App& app, Commands& p) {
   declare_global(app, p);
   declare_info(app, p);
   declare_optimise(app, p);
-  declare_train_agent(app, p);
-  declare_train_world_model(app, p);
+  declare_train_agent(app, p.g, p.commands);
+  declare_train_world_model(app, p.g, p.commands);
   declare_run_bench(app, p);
   declare_rules(app, p);
-  declare_cost(app, p);
+  declare_cost(app, p.g, p.commands);
 }
 
 // The parsed subcommand's exit code.
 int dispatch(const CLI::App& app, Commands& p) {
-  auto& g = p.g;
   if (p.version) {
     std::cout << version_string() << std::endl;
     return kOk;
   }
-  if (p.c_info->parsed()) return cmd_info(g, p.info);
-  if (p.c_targets->parsed()) return cmd_targets(g);
-  if (p.c_opt->parsed()) return cmd_optimise(g, p.opt);
-  if (p.c_run->parsed()) return cmd_run(g, p.run);
-  if (p.c_bench->parsed()) return cmd_bench(g, p.bench);
-  if (p.c_train->parsed()) return cmd_train_agent(g, p.train);
-  if (p.c_wm->parsed()) return cmd_train_world_model(g, p.wmo);
-  if (p.c_rlist->parsed()) return cmd_rules_list(g, p.rules);
-  if (p.c_rverify->parsed()) return cmd_rules_verify(g, p.rules);
-  if (p.c_rbench->parsed()) return cmd_rules_bench(g, p.rules);
-  if (p.c_rgen->parsed()) return cmd_rules_generate(g, p.rules);
-  if (p.c_calib->parsed()) return cmd_cost_calibrate(g, p.cost);
-  if (p.c_cost->parsed()) return cmd_cost(g, p.cost);
+  for (const auto& c : p.commands)
+    if (c.app->parsed()) return c.run();
   std::cerr << app.help();
   return kUsage;
 }
@@ -439,13 +267,19 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
   return argv;
 }
 
+// Before any flag is declared: --cost-model's and --search's checks and help list what modules
+// above cost and search register there (bench's ort-measured backend, rl's agent strategy).
+void register_modules() {
+  bench::register_cost_backends();
+  rl::register_search_strategy();
+}
+
 constexpr const char* kDescription = "rlflow: a graph-level optimiser for ONNX models";
 
 }  // namespace
 
 int run(int argc, char** argv) {
-  // Before any flag is declared: --cost-model's checks and help list the registered backends.
-  bench::register_cost_backends();
+  register_modules();
   CLI::App app{kDescription};
   Commands p;
   declare_all(app, p);
@@ -471,7 +305,7 @@ int run(int argc, char** argv) {
 }
 
 JsonRun run_json(const std::vector<std::string>& args) {
-  bench::register_cost_backends();
+  register_modules();
   CLI::App app{kDescription};
   Commands p;
   declare_all(app, p);
@@ -503,7 +337,7 @@ JsonRun run_json(const std::vector<std::string>& args) {
 }
 
 Expected<pipeline::OptimiseOptions> parse_optimise_args(const std::vector<std::string>& args) {
-  bench::register_cost_backends();
+  register_modules();
   CLI::App app{kDescription};
   Commands p;
   declare_global(app, p);

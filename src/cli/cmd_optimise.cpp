@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "rlflow/cli/app.h"
+#include "rlflow/search/registry.h"
 
 namespace rlflow::cli {
 
@@ -20,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 // What the line knows of the search: its last report, and what it was told of the limits.
 struct SearchView {
-  bool rl = false;
+  bool rl = false;            // the budget counts agent actions (search::Strategy::budget_counts_actions)
   bool none = false;         // --search none: no search reports come
   int64_t budget = 0;        // Limits::budget (<= 0: none)
   double time_limit_s = 0;   // Limits::time_limit_s as the pipeline sets it (0: none)
@@ -92,7 +93,9 @@ struct OptimiseProgress::View : SearchView {};
 
 OptimiseProgress::OptimiseProgress(const OptimiseOptions& o, bool enabled)
     : view_(std::make_unique<View>()), line_(enabled, [v = view_.get()](double elapsed) { return search_line(*v, elapsed); }) {
-  view_->rl = o.search == "rl";
+  // A strategy whose budget counts agent actions (rl) says so on the line.
+  const search::Strategy* strategy = search::find_strategy(o.search);
+  view_->rl = strategy && strategy->budget_counts_actions;
   view_->none = o.search == "none";
   view_->budget = o.budget;
   // As pipeline::optimise sets search::Limits::time_limit_s.

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the CLI: one function per subcommand, each returning an exit code.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,13 +14,19 @@
 #include "rlflow/bench/bench.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/pipeline/cost.h"
 #include "rlflow/pipeline/load.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/target.h"
 #include "rlflow/pipeline/summary.h"
+#include "rlflow/pipeline/train.h"
 #include "rlflow/rules/rule.h"
 #include "rlflow/util/expected.h"
 #include "progress.h"
+
+namespace CLI {
+class App;
+}
 
 namespace rlflow::cli {
 
@@ -49,51 +56,6 @@ struct InfoOptions {
 
 // `rlflow optimise`: the pipeline's options, whose fields hold every default.
 using pipeline::OptimiseOptions;
-
-// What `rlflow train-agent` and `rlflow train-world-model` (src/cli/cmd_rl.cpp) both take: the
-// models, the rules, the cost the agent will be judged by, and where the result goes.
-struct TrainCommonOptions {
-  std::vector<std::string> models;
-  std::vector<std::string> input_shapes;
-  std::string config;     // the command's own settings file; empty: its built-in defaults
-  std::string out;
-  std::string log;        // empty: OUT.jsonl
-  int64_t episodes = 200;
-  uint64_t seed = 0;
-  bool resume = false;
-  std::string rules_file;
-  bool all_rules = false;
-  std::string target = "ort";       // where the agent's graphs will run: the cost it trains on (as optimise --target)
-  std::string cost_model = "auto";  // auto: the target's
-  bool deterministic = false;
-  std::string device_profile;
-  int64_t opset = pipeline::kOpsetAuto;  // train on the graphs `optimise --opset` searches (composites of that opset fused)
-};
-
-// `rlflow train-agent`.
-struct TrainAgentOptions {
-  TrainCommonOptions common;  // config: PPO hyperparameters (configs/agent/*.yaml)
-  int imitation_epochs = -1;  // >= 0 overrides training.imitation_epochs of the config
-  int dagger_rounds = -1;     // >= 0 overrides training.dagger_rounds
-  // data-parallel training (c10d)
-  int world_size = 1;
-  int rank = 0;
-  std::string master = "127.0.0.1:29500";
-  // model-based: train the controller in this world model's dream
-  std::string world_model;
-  double temperature = 1.0;
-  double uncertainty_penalty = 0;
-  int dream_batch = 64;
-  int eval_every = 10;
-};
-
-// `rlflow train-world-model`.
-struct TrainWorldModelOptions {
-  TrainCommonOptions common;  // config: world-model settings (configs/world_model.yaml)
-  std::string encoder_agent;  // model-free agent whose frozen encoder and xfers are used
-  std::string policy;         // dream controller that collects the new episodes
-  std::string data;           // rollout file; empty: OUT.data
-};
 
 // `rlflow bench` (src/cli/cmd_bench.cpp).
 struct BenchCmdOptions {
@@ -134,28 +96,26 @@ struct RulesOptions {
   int derivation_steps = 3;
 };
 
-// `rlflow cost MODEL` and `rlflow cost calibrate` (src/cli/cmd_cost.cpp).
-struct CostCmdOptions {
-  std::string model;
-  std::string cost_model = "auto";  // a cost::cost_model_kinds() name; calibrate: a measuring one
-  bool deterministic = false;
-  std::string device_profile;
-  std::vector<std::string> input_shapes;
-  std::string cost_table;  // recorded: the table
-  bool measure_graph = false;
-  bool all = false;      // list folded nodes too
-  std::string cache;     // cache file; empty: the default
-  bool no_cache = false;
-  int warmup = -1, repeats = -1;  // per-op timing; -1: the backend's defaults
-  std::string profile_out;   // calibrate: where to write the fitted profile
-  std::string base_profile;  // calibrate: the profile whose peaks are kept
-  int batch = 0;             // calibrate: batch of the CNN ops; 0: 1 on CPU, 8 on GPU
+// A subcommand as declared: `app` is parsed when the command line names it, and `run` then runs it
+// on the flags as parsed, returning its exit code. The first parsed one in a list runs, so a nested
+// subcommand (cost calibrate) comes before its parent.
+struct Subcommand {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
 };
+using Subcommands = std::vector<Subcommand>;
+
+// Commands that declare their own flags, bound straight to their library options (the options live
+// as long as the returned entries): each adds its subcommands to `app` and its entries to `out`.
+// --json sets g.json, which the entries read when they run.
+void declare_cost(CLI::App& app, GlobalOptions& g, Subcommands& out);               // cmd_cost.cpp
+void declare_train_agent(CLI::App& app, GlobalOptions& g, Subcommands& out);        // cmd_rl.cpp
+void declare_train_world_model(CLI::App& app, GlobalOptions& g, Subcommands& out);  // cmd_rl.cpp
 
 int cmd_info(const GlobalOptions& g, const InfoOptions& o);
 int cmd_targets(const GlobalOptions& g);
-int cmd_cost(const GlobalOptions& g, const CostCmdOptions& o);
-int cmd_cost_calibrate(const GlobalOptions& g, const CostCmdOptions& o);
+int cmd_cost(const GlobalOptions& g, const pipeline::ModelCostOptions& o);
+int cmd_cost_calibrate(const GlobalOptions& g, const pipeline::CalibrateOptions& o);
 int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o);
 int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
@@ -168,8 +128,8 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o);
 int max_threads();
 // "1,all" -> {1, 0} (0: every core); a count above max_threads() is a usage error.
 Expected<std::vector<int>> parse_thread_list(const std::string& text);
-int cmd_train_agent(const GlobalOptions& g, const TrainAgentOptions& o);
-int cmd_train_world_model(const GlobalOptions& g, const TrainWorldModelOptions& o);
+int cmd_train_agent(const GlobalOptions& g, const pipeline::TrainAgentOptions& o);
+int cmd_train_world_model(const GlobalOptions& g, const pipeline::TrainWorldModelOptions& o);
 std::string version_string();
 
 // Model loading, memory checks, rule selection and the target's cost live in the pipeline library.

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <any>
 #include <chrono>
 
 #include "judge.h"
@@ -15,7 +16,9 @@
 #include "rlflow/cost/recorded.h"
 #include "rlflow/pipeline/load.h"
 #include "rlflow/pipeline/report_html.h"
+#include "rlflow/pipeline/setup.h"
 #include "rlflow/rules/library_io.h"
+#include "rlflow/search/registry.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::pipeline {
@@ -37,46 +40,46 @@ struct SearchOutcome {
   std::string agent_note;  // --search rl: the agent was trained under another target (or does not say)
 };
 
+// The settings of the strategies registered from modules above search (search::StrategyInputs::
+// settings): today the agent's, with the run's seed and target.
+std::any strategy_settings(const OptimiseOptions& o) {
+  rl::RlSearchOptions ro = o.rl;
+  ro.seed = o.seed;
+  ro.target = o.target;
+  return ro;
+}
+
 Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& start, const OptimiseHooks& hooks) {
   SearchOutcome out;
-  const std::string rules_path = o.rules_file.empty() ? rules::default_library_path() : o.rules_file;
-  auto lib = rules::load_library(rules_path);
-  if (!lib) return lib.error();
-  out.library = std::move(*lib);
-  auto rules = select_rules(out.library, o.all_rules);
+  // A strategy that brings its own rules (an agent's checkpoint names them) may find none selected.
+  const search::Strategy* strategy = search::find_strategy(o.search);
+  SetupOptions so;
+  so.load_rules = true;
+  so.rules_file = o.rules_file;
+  so.all_rules = o.all_rules;
+  so.rules_needed_for = !strategy || strategy->needs_rules ? "search with" : "";
+  so.build_cost = true;
+  so.target = o.target;
+  so.cost = o.cost;
+  auto set = setup(so);
+  if (!set) return set.error();
+  out.library = std::move(set->library);
+  out.kind = set->cost_kind;
+  out.model = std::move(set->cost);
   out.replay_rules = select_rules(out.library, /*all_rules=*/true);
-  if (rules.empty() && o.search != "rl") return Error::bad_input(rules_path + ": no verified rules to search with");
-  cost::CostOptions co = o.cost;
-  if (co.kind == "auto") co.kind = target_cost_model(o.target);
-  auto kind = cost::resolve_kind(co);
-  if (!kind) return kind.error();
-  out.kind = *kind;
-  auto model = cost::make_cost_model(co);
-  if (!model) return model.error();
-  out.model = std::move(*model);
-  Expected<std::unique_ptr<search::Optimizer>> opt = Error::internal("no optimizer");
-  out.num_rules = rules.size();
-  if (o.search == "rl") {
-    // The agent brings its own rules (named in its checkpoint). Without one, the shipped agent.
-    rl::RlSearchOptions ro = o.rl;
-    if (ro.agent_path.empty()) ro.agent_path = rl::default_agent_path();
-    ro.seed = o.seed;
-    auto info = rl::read_agent_info(ro.agent_path);
-    if (!info) return info.error();
-    out.num_rules = info->rules.size();
-    // An agent learnt which rewrites pay under one cost: used under another target it still runs, and
-    // says so (issue 39: the shipped agent was trained under the H100 cost, the default target is ort).
-    if (info->target.empty())
-      out.agent_note = ro.agent_path + " does not record the target it was trained under (trained before targets were recorded)";
-    else if (info->target != o.target)
-      out.agent_note = ro.agent_path + " was trained under --target " + info->target + " (" + info->cost_model + " cost), not " + o.target;
-    if (!out.agent_note.empty()) spdlog::warn("{}", out.agent_note);
-    opt = rl::make_rl_optimizer(ro, out.library, *out.model);
-  } else {
-    opt = search::make_optimizer(o.search, rules, *out.model, o.strategy);
-  }
-  if (!opt) return opt.error();
-  if (hooks.progress) (*opt)->set_progress(hooks.progress);
+  search::StrategyInputs in;
+  in.rules = std::move(set->rules);
+  in.library = &out.library;
+  in.model = out.model.get();
+  in.options = o.strategy;
+  in.settings = strategy_settings(o);
+  auto built = search::make_strategy(o.search, in);
+  if (!built) return built.error();
+  out.num_rules = built->rules;
+  out.agent_note = built->warning;
+  if (!out.agent_note.empty()) spdlog::warn("{}", out.agent_note);
+  auto& opt = built->optimizer;
+  if (hooks.progress) opt->set_progress(hooks.progress);
   search::Limits lim;
   lim.budget = o.budget;
   lim.time_limit_s = o.time_limit_s >= 0 ? o.time_limit_s : (o.cost.deterministic ? 0 : kInteractiveTimeLimitS);
@@ -84,7 +87,7 @@ Expected<SearchOutcome> run_search(const OptimiseOptions& o, const ir::Graph& st
   // memory, and no more than 256 MiB, which the zoo's searches never need.
   const int64_t run_mb = o.memory_mb > 0 ? o.memory_mb : default_memory_limit_mb();
   lim.memory_bytes = std::min<int64_t>(256, std::max<int64_t>(1, run_mb / 4)) << 20;
-  auto res = (*opt)->run(start, lim);
+  auto res = opt->run(start, lim);
   if (!res) return res.error();
   out.result = std::move(*res);
   return out;
@@ -262,6 +265,18 @@ Status explain_changes(const ir::Graph& original, const ir::Graph& fused, const 
 }
 }  // namespace
 
+std::vector<std::string> search_names() {
+  rl::register_search_strategy();
+  auto names = search::strategy_names();
+  names.push_back("none");
+  return names;
+}
+
+std::string search_help() {
+  rl::register_search_strategy();
+  return search::strategy_help() + ", or none (no search: the input verified and written back)";
+}
+
 std::string_view verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kWritten: return "written";
@@ -288,7 +303,8 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   // model over protobuf's limit) must not be the model, its external weights, the rules or the agent.
   auto inputs = onnxio::model_files(o.model);
   if (!o.rules_file.empty()) inputs.push_back(o.rules_file);
-  if (o.search == "rl") inputs.push_back(o.rl.agent_path.empty() ? rl::default_agent_path() : o.rl.agent_path);
+  if (const auto* s = search::find_strategy(o.search); s && s->reads)
+    for (auto& path : s->reads(strategy_settings(o))) inputs.push_back(std::move(path));
   for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
     RLFLOW_TRY_STATUS(check_output_path(path, inputs, role));
   if (!o.report_html.empty()) {
@@ -518,6 +534,7 @@ Expected<OptimiseReport> optimise_at_opsets(const OptimiseOptions& o, const Opti
 }  // namespace
 
 Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
+  rl::register_search_strategy();  // --search rl: the agent, from rlflow_rl
   auto report = optimise_at_opsets(o, hooks);
   // The path was checked before any work; a page that cannot be written after all leaves the model
   // written (it passed every check) and says so.

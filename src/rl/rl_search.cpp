@@ -1,6 +1,7 @@
 // A trained agent as a search strategy: the greedy rollout, then sampled ones; the best graph
 // met anywhere on them wins (an episode may pass through its best state and go on).
 #include <chrono>
+#include <mutex>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
@@ -11,6 +12,7 @@
 #include "rollout_optimizer.h"
 #include "rlflow/rl/agent.h"
 #include "rlflow/search/combinators.h"
+#include "rlflow/search/registry.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::rl {
@@ -254,6 +256,54 @@ Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOpt
   nets::PolicyNet net(static_cast<int>(rules->size()), info->config.hidden, info->config.gnn_rounds, info->op_vocab);
   if (auto st = checkpoint::load(o.agent_path, net, nullptr); !st.ok()) return st.error();
   return combine(std::make_unique<RlOptimizer>(info->config, std::move(*rules), model, std::move(net), o), o, model);
+}
+
+namespace {
+
+RlSearchOptions settings_of(const std::any& settings) {
+  RlSearchOptions o;
+  if (const auto* given = std::any_cast<RlSearchOptions>(&settings)) o = *given;
+  if (o.agent_path.empty()) o.agent_path = default_agent_path();
+  return o;
+}
+
+// The agent brings its own rules (named in its checkpoint) and says what it was trained under.
+Expected<search::BuiltStrategy> make_rl_strategy(const search::StrategyInputs& in) {
+  if (!in.library) return Error::internal("search strategy 'rl': no rule library to look the agent's rules up in");
+  const RlSearchOptions o = settings_of(in.settings);
+  auto info = read_agent_info(o.agent_path);
+  if (!info) return info.error();
+  search::BuiltStrategy out;
+  out.rules = info->rules.size();
+  // An agent learnt which rewrites pay under one cost: used under another target it still runs, and
+  // says so (issue 39: the shipped agent was trained under the H100 cost, the default target is ort).
+  if (!o.target.empty()) {
+    if (info->target.empty())
+      out.warning = o.agent_path + " does not record the target it was trained under (trained before targets were recorded)";
+    else if (info->target != o.target)
+      out.warning = o.agent_path + " was trained under --target " + info->target + " (" + info->cost_model + " cost), not " + o.target;
+  }
+  auto opt = make_rl_optimizer(o, *in.library, *in.model);
+  if (!opt) return opt.error();
+  out.optimizer = std::move(*opt);
+  return out;
+}
+
+}  // namespace
+
+void register_search_strategy() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    search::Strategy s;
+    s.name = "rl";
+    s.help = "a trained agent, --agent";
+    s.needs_rules = false;
+    s.budget_counts_actions = true;
+    s.reads = [](const std::any& settings) { return std::vector<std::string>{settings_of(settings).agent_path}; };
+    s.make = make_rl_strategy;
+    // Only a built-in name or an empty maker is refused, and this is neither.
+    (void)search::register_strategy(std::move(s));
+  });
 }
 
 }  // namespace rlflow::rl

@@ -50,7 +50,9 @@ class Greedy : public Optimizer {
   }
 
  private:
-  const std::vector<const rules::Rule*>& rules_;
+  // Its own copy of the list (the rules themselves are the caller's): what built it, such as a
+  // search::StrategyInputs, may be gone by the time it runs.
+  const std::vector<const rules::Rule*> rules_;
   cost::CostModel& model_;
 };
 

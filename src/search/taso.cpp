@@ -88,7 +88,9 @@ class Taso : public Optimizer {
   }
 
  private:
-  const std::vector<const rules::Rule*>& rules_;
+  // Its own copy of the list (the rules themselves are the caller's): what built it, such as a
+  // search::StrategyInputs, may be gone by the time it runs.
+  const std::vector<const rules::Rule*> rules_;
   cost::CostModel& model_;
   double alpha_;
   bool bfs_;

@@ -1,7 +1,10 @@
 // Search strategies on small graphs whose optimum is known by construction (common.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common.h"
+#include "rlflow/search/registry.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
@@ -174,6 +177,51 @@ TEST(Search, UnknownStrategyAndBadAlphaAreUsageErrors) {
   search::SearchOptions so;
   so.alpha = 0.5;
   EXPECT_FALSE(search::make_optimizer("taso", rules, m, so).ok());
+}
+
+// The registry: the built-in strategies by name, an unknown name's error lists every strategy (the
+// registered ones too), and a strategy registered from above search is made by name like the others.
+TEST(Search, StrategiesComeFromOneRegistry) {
+  const auto names = search::strategy_names();
+  ASSERT_GE(names.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 3), (std::vector<std::string>{"greedy", "taso", "exhaustive"}));
+  EXPECT_NE(search::strategy_help().find("taso (TASO's cost-based backtracking"), std::string::npos) << search::strategy_help();
+
+  search::Strategy mine;
+  mine.name = "test-greedy-twice";
+  mine.help = "greedy, registered under another name";
+  mine.make = [](const search::StrategyInputs& in) -> Expected<search::BuiltStrategy> {
+    auto g = search::make_optimizer("greedy", in.rules, *in.model, in.options);
+    if (!g) return g.error();
+    return search::BuiltStrategy{std::move(*g), in.rules.size(), "made by the test"};
+  };
+  ASSERT_TRUE(search::register_strategy(mine).ok());
+  EXPECT_TRUE(search::register_strategy(mine).ok());  // again: replaced, not listed twice
+  const auto after = search::strategy_names();
+  EXPECT_EQ(std::count(after.begin(), after.end(), "test-greedy-twice"), 1);
+  EXPECT_NE(search::strategy_help().find("test-greedy-twice (greedy, registered"), std::string::npos);
+  search::Strategy builtin = mine;
+  builtin.name = "taso";
+  EXPECT_FALSE(search::register_strategy(builtin).ok());
+
+  auto lib = abstract_rules();
+  TableCost m({{OpKind::kSigmoid, 2.0}, {OpKind::kRelu, 0.5}, {OpKind::kErf, 1.5}});
+  auto rules = pick(lib, {"s2r", "ss2e"});
+  auto mine_run = run("test-greedy-twice", rules, m);
+  auto greedy_run = run("greedy", rules, m);
+  EXPECT_DOUBLE_EQ(mine_run.best_cost, greedy_run.best_cost);
+  search::StrategyInputs in;
+  in.rules = rules;
+  in.model = &m;
+  auto built = search::make_strategy("test-greedy-twice", in);
+  ASSERT_TRUE(built.ok());
+  EXPECT_EQ(built->warning, "made by the test");
+  EXPECT_EQ(built->rules, 2u);
+
+  auto bad = search::make_strategy("simulated-annealing", in);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kUsage);
+  for (const auto& n : search::strategy_names()) EXPECT_NE(bad.error().message.find(n), std::string::npos) << bad.error().message;
 }
 
 TEST(Search, DuplicatesAreDroppedByStructure) {

@@ -48,7 +48,7 @@ struct OptimiseOptions {
   int64_t memory_mb = 0;
 
   // search
-  std::string search = "taso";  // taso | greedy | exhaustive | rl | none
+  std::string search = "taso";  // a search strategy (search_names(): taso, greedy, exhaustive, rl), or none
   std::string rules_file;       // empty: the shipped library's default set
   bool all_rules = false;       // every verified rule, not just the proved default set
   bool composites = true;       // fuse decomposed GELU / LayerNorm chains before searching
@@ -74,6 +74,12 @@ struct OptimiseOptions {
   int bench_threads = 1;         // ort: onnxruntime intra-op threads (0: every core)
   int candidates = 3;            // graphs tried, best first, before the input is kept
 };
+
+// --search's values: every search strategy in the registry (search/registry.h; `rl`, which lives in
+// rlflow_rl, is registered by these calls and by optimise), then none (no search: the input is
+// verified and written back). search_help() is the same list with what each one does.
+std::vector<std::string> search_names();
+std::string search_help();
 
 // What became of one candidate graph. The first kWritten one is the output.
 enum class Verdict {

@@ -109,6 +109,9 @@ struct RlSearchOptions {
   std::string agent_path;  // empty: default_agent_path()
   int rollouts = 4;
   uint64_t seed = 0;
+  // The --target the agent now serves (set by the pipeline, as the seed is): an agent trained under
+  // another one still runs, and the registered strategy's warning says so. Empty: not checked.
+  std::string target;
   // Policy-guided beam search after the rollouts (model-free agents): each depth expands the
   // `beam_branch` most likely rewrites of each of the `beam` cheapest states, costs the children,
   // keeps the `beam` cheapest; it stops after `beam_patience` depths in which its cheapest state
@@ -129,5 +132,12 @@ Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary&
 
 Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model);
+
+// Registers the agent as the search strategy `rl` (search/registry.h), once per process; later calls
+// do nothing. Its search::StrategyInputs::settings hold an RlSearchOptions (empty: the defaults, the
+// shipped agent); it needs the rule library (the checkpoint names its rules) and not the selected
+// rules, and its warning says when the agent was trained under another target than
+// RlSearchOptions::target. search cannot include rl, so the pipeline and the CLI call this.
+void register_search_strategy();
 
 }  // namespace rlflow::rl

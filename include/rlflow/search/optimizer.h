@@ -82,7 +82,10 @@ struct SearchOptions {
   double alpha = 1.05;  // taso: keep children whose cost < alpha * best
 };
 
-// `rules` and `model` must outlive the optimizer.
+// The strategy of that name from the registry (registry.h: greedy, taso, exhaustive and the
+// registered ones), over `rules`. The rules (not the list, which is copied) and `model` must outlive
+// the optimizer. A strategy that needs more (rl: its rule library and settings) is made with
+// search::make_strategy.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& strategy, const std::vector<const rules::Rule*>& rules,
                                                     cost::CostModel& model, const SearchOptions& opts = {});
 
