@@ -254,6 +254,8 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
     case OpKind::kWeight:
     case OpKind::kOpaque:
       return Error::internal(d.label + ": " + std::string(ir::op_name(s.kind)) + " has no kernel");
+    default:  // plain ops (ir::OpInfo::plain): the runner has no kernel for them, as for opaque ones
+      return Error::unsupported(d.label + ": " + std::string(ir::op_name(s.kind)) + " has no GPU kernel");
   }
   return d;
 }
@@ -272,7 +274,7 @@ class CudnnCostModel : public CostModel {
  public:
   explicit CudnnCostModel(std::unique_ptr<gpu::Runtime> rt) : rt_(std::move(rt)) {}
   Expected<double> op_cost(const OpSignature& sig) override {
-    if (sig.kind == ir::OpKind::kOpaque) return kOpaqueCostMs;
+    if (sig.kind == ir::OpKind::kOpaque || ir::op_info(sig.kind).plain) return kOpaqueCostMs;  // no kernel to time
     if (sig.kind == ir::OpKind::kInput || sig.kind == ir::OpKind::kWeight) return 0.0;
     auto d = to_desc(sig, std::string(ir::op_name(sig.kind)));
     if (!d) return d.error();
@@ -338,8 +340,9 @@ Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& g,
     }
     // Folded values exist before the graph runs, like weights; opaque ops cannot run here, so
     // their outputs are treated as given data too (and counted).
-    const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || n.kind == ir::OpKind::kOpaque || constant[i];
-    if (n.kind == ir::OpKind::kOpaque) ++skipped;
+    const bool no_kernel = n.kind == ir::OpKind::kOpaque || ir::op_info(n.kind).plain;
+    const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || no_kernel || constant[i];
+    if (no_kernel) ++skipped;
     if (n.kind == ir::OpKind::kAttention && !constant[i])
       return Error::unsupported(ir::node_label(g, id) + ": Attention has no kernel to replay in a GPU program");
     if (given) {

@@ -342,6 +342,18 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
     case OpKind::kInput:
     case OpKind::kWeight: return unsupported(n, "source nodes are not evaluated");
     case OpKind::kOpaque: return run_onnx_op(n, in);
+    default:
+      if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op table's kernel for the op's ONNX type
+        ir::Node as_onnx = n;
+        ir::OpaqueParams p;
+        p.op_type = std::string(info.onnx_type);
+        p.since_version = info.since;
+        for (size_t k = 0; k < n.inputs.size(); ++k) p.input_slots.push_back(static_cast<int64_t>(k));
+        p.output_slots = {0};
+        as_onnx.params = std::move(p);
+        return run_onnx_op(as_onnx, in);
+      }
+      break;
   }
   return unsupported(n, "no kernel");
 }

@@ -13,7 +13,10 @@ namespace {
 // The op table. A new OpKind needs its row here (the static_assert below says so) and a case in
 // every switch over OpKind (-Werror=switch says where).
 #define RLFLOW_OP(kind, onnx_type, form, cost) \
-  OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost }
+  OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost, false, 1 }
+// A plain op (OpInfo::plain): the row is all it needs.
+#define RLFLOW_PLAIN_OP(kind, form, cost, since) \
+  OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since }
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Input, "", kSource, kFree),
     RLFLOW_OP(Weight, "", kSource, kFree),
@@ -64,6 +67,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Attention, "Attention", kOther, kMatMul),  // ONNX opset 23
 }};
 #undef RLFLOW_OP
+#undef RLFLOW_PLAIN_OP
 
 constexpr bool one_row_per_kind_in_order() {
   for (size_t i = 0; i < kOps.size(); ++i)

@@ -209,6 +209,10 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
   };
   auto get = [&](auto tag) -> const decltype(tag)* { return std::get_if<decltype(tag)>(&params); };
   if (is_elementwise_binary(k)) return infer_binary(k, in);
+  if (op_info(k).plain && op_info(k).form == OpForm::kElementwiseUnary) {  // the row says it all
+    RLFLOW_TRY_STATUS(need(1));
+    return one(in[0]);
+  }
   switch (k) {
     case OpKind::kInput:
     case OpKind::kWeight:
@@ -492,7 +496,7 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       }
       return one({in[0].dtype, out});
     }
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
+    default:  // elementwise binary and plain ops: handled above from the op table
       break;
   }
   return fail(k, "no shape inference rule");

@@ -66,10 +66,7 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
     case OpKind::kUnsqueeze: case OpKind::kConcat: case OpKind::kSplit: case OpKind::kSlice: case OpKind::kGather:
     case OpKind::kPad: case OpKind::kCast: case OpKind::kConstant: case OpKind::kOpaque:
       return 0;
-    case OpKind::kInput: case OpKind::kWeight:  // returned 0 above
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow:
-    case OpKind::kSqrt: case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf:
-    case OpKind::kClip: case OpKind::kEnlarge: case OpKind::kScalarMul:
+    default:  // elementwise ops (plain ones included): one per output element
       return out;
   }
   return out;

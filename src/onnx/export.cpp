@@ -239,6 +239,13 @@ Status Exporter::emit(NodeId id) {
     set_float(c, "epsilon", p.epsilon);
     return {};
   };
+  if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op of the same name, no attributes
+    if (opset_ < info.since)
+      return Error::unsupported(std::string(info.onnx_type) + " needs opset " + std::to_string(info.since) + ", the output is opset " +
+                                std::to_string(opset_));
+    plain(std::string(info.onnx_type));
+    return {};
+  }
   switch (n.kind) {
     case OpKind::kInput:
       value_info(gp_->add_input(), out, n.outputs[0]);
@@ -656,6 +663,8 @@ Status Exporter::emit(NodeId id) {
       *c->mutable_attribute() = attrs.attribute();
       return {};
     }
+    default:  // plain ops: written above, from the op table
+      break;
   }
   return Error::internal("no ONNX form for op " + std::string(ir::op_name(n.kind)));
 }

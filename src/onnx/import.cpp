@@ -913,6 +913,20 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, it->second, ins, {}));
   }
+  // A plain op (ir::OpInfo::plain): its row names the ONNX type. One with attributes (a newer
+  // form than the IR models) stays opaque.
+  static const std::unordered_map<std::string, OpKind> plain = [] {
+    std::unordered_map<std::string, OpKind> m;
+    for (int k = 0; k < ir::kNumOpKinds; ++k)
+      if (const auto& info = ir::op_info(static_cast<OpKind>(k)); info.plain) m.emplace(std::string(info.onnx_type), info.kind);
+    return m;
+  }();
+  if (auto it = plain.find(op); it != plain.end()) {
+    if (n.attribute_size() > 0) return false;
+    if (n.input_size() != (ir::is_elementwise_binary(it->second) ? 2 : 1)) return bad_node(n, "wrong number of inputs");
+    RLFLOW_TRY_STATUS(take_present(2));
+    return done(emit(n, it->second, ins, {}));
+  }
   if (op == "Gelu") {
     const std::string approx = attr_string(n, "approximate", "none");
     if (approx != "none" && approx != "tanh") return bad_node(n, "unknown approximate='" + approx + "'");

@@ -27,33 +27,15 @@ namespace {
 
 constexpr int kNodeExtra = 4 + 7 + 7 + 2 + 3;
 
-// Append new ops at the end, never in between, and never remove one: a slot's meaning is fixed once an
-// agent has been trained with it. The first kLegacyOpVocab are the OpKinds of the time before
-// checkpoints recorded their vocabulary, in that enum's order.
-constexpr std::string_view kOpVocabulary[] = {
-    "Input",      "Weight",    "Constant",     "Conv",       "MatMul",      "Gemm",      "Add",     "Sub",     "Mul",
-    "Div",        "Pow",       "Sqrt",         "Relu",       "Sigmoid",     "Tanh",      "Erf",     "Clip",    "Softmax",
-    "LayerNorm",  "ReduceMean", "BatchNorm",   "MaxPool",    "AveragePool", "GlobalAveragePool", "Concat", "Split",
-    "Transpose",  "Reshape",   "Flatten",      "Pad",        "Slice",       "Gather",    "Squeeze", "Unsqueeze",
-    "Enlarge",    "ScalarMul", "Cast",         "Gelu",       "HardSigmoid", "HardSwish", "Opaque",
-    "RMSNorm",    "RotaryEmbedding", "Attention",
-};
-constexpr int kVocab = static_cast<int>(std::size(kOpVocabulary));
-static_assert(kVocab >= kLegacyOpVocab);
+// The op one-hot: slot k is OpKind k (the op table's order, src/ir/op.cpp; kinds are only ever
+// appended, so a slot's meaning is fixed once an agent has been trained with it), and the slots
+// past the last kind are held for kinds to come, so that adding an op changes no network's shape
+// and no seeded training. The first kLegacyOpVocab are the OpKinds of the time before checkpoints
+// recorded their vocabulary; an agent trained with fewer slots folds the newer ops into its Opaque
+// slot (nets::fit_node_features). More kinds than slots: raise kVocab (older agents still load).
+constexpr int kVocab = 64;
+static_assert(ir::kNumOpKinds <= kVocab && kLegacyOpVocab <= kVocab);
 
-// OpKind -> slot, by name; an op missing from the vocabulary (a bug the features test catches) is Opaque.
-const std::array<int, ir::kNumOpKinds>& slots() {
-  static const auto table = [] {
-    std::array<int, ir::kNumOpKinds> t{};
-    for (int k = 0; k < ir::kNumOpKinds; ++k) {
-      const auto name = ir::op_name(static_cast<ir::OpKind>(k));
-      const auto* it = std::find(std::begin(kOpVocabulary), std::end(kOpVocabulary), name);
-      t[static_cast<size_t>(k)] = it == std::end(kOpVocabulary) ? kOpaqueSlot : static_cast<int>(it - std::begin(kOpVocabulary));
-    }
-    return t;
-  }();
-  return table;
-}
 constexpr int kEdgeDim = 9;
 constexpr int kGlobalDim = 4;
 
@@ -96,8 +78,9 @@ void param_features(const ir::Graph& g, const ir::Node& n, float* out) {
 }  // namespace
 
 int op_vocab_size() { return kVocab; }
-std::string_view op_vocab_name(int slot) { return slot >= 0 && slot < kVocab ? kOpVocabulary[slot] : std::string_view{}; }
-int op_feature_slot(ir::OpKind k) { return slots()[static_cast<size_t>(k)]; }
+// A held slot (past the last kind) has no name yet.
+std::string_view op_vocab_name(int slot) { return slot >= 0 && slot < ir::kNumOpKinds ? ir::op_name(static_cast<ir::OpKind>(slot)) : std::string_view{}; }
+int op_feature_slot(ir::OpKind k) { return static_cast<int>(k); }
 int node_feature_dim(int op_vocab) { return op_vocab + kNodeExtra; }
 int node_feature_dim() { return node_feature_dim(kVocab); }
 int edge_feature_dim() { return kEdgeDim; }

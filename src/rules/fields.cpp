@@ -223,10 +223,7 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
       RL_SCALAR(c, "is_causal") RL_SCALAR(hq, "q_num_heads") RL_SCALAR(hkv, "kv_num_heads")
       return ir::OpParams{ir::AttentionParams{*c != 0, real("scale", 0.0), *hq, *hkv}};
     }
-    case OpKind::kInput: case OpKind::kWeight: case OpKind::kMatMul: case OpKind::kAdd: case OpKind::kSub:
-    case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
-    case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kGlobalAveragePool:
-    case OpKind::kHardSwish: case OpKind::kOpaque:
+    default:  // ops without parameters (plain ones included)
       break;
   }
 #undef RL_NEED
@@ -250,13 +247,7 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kBatchNorm:
     case OpKind::kRMSNorm:
     case OpKind::kLayerNorm: return {{{"axis", {-1}}}, {{"epsilon", 1e-5}}};
-    case OpKind::kInput: case OpKind::kWeight: case OpKind::kConstant: case OpKind::kMatMul: case OpKind::kAdd:
-    case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt:
-    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip:
-    case OpKind::kSoftmax: case OpKind::kGlobalAveragePool: case OpKind::kConcat: case OpKind::kSplit:
-    case OpKind::kTranspose: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSlice:
-    case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kEnlarge:
-    case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kHardSwish: case OpKind::kOpaque:
+    default:  // no field with a default of its own
       break;
     case OpKind::kRotaryEmbedding: return {{{"interleaved", {0}}, {"num_heads", {0}}, {"rotary_embedding_dim", {0}}}, {}};
     case OpKind::kAttention: return {{{"is_causal", {0}}, {"q_num_heads", {0}}, {"kv_num_heads", {0}}}, {{"scale", 0.0}}};

@@ -384,14 +384,7 @@ class Enumerator {
         break;
       case OpKind::kConstant: break;
       // elementwise (with broadcasting), BatchNorm; the other kinds are not in the generator's op set
-      case OpKind::kInput: case OpKind::kWeight: case OpKind::kGemm: case OpKind::kAdd: case OpKind::kSub:
-      case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt: case OpKind::kRelu:
-      case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip: case OpKind::kSoftmax:
-      case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kBatchNorm:
-      case OpKind::kGlobalAveragePool: case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad:
-      case OpKind::kSlice: case OpKind::kGather: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
-      case OpKind::kScalarMul: case OpKind::kCast: case OpKind::kGelu: case OpKind::kHardSigmoid:
-      case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding: case OpKind::kAttention:
+      default:  // elementwise (with broadcasting), BatchNorm, and the kinds outside the generator's op set
         for (int t : in) {
           const Slot& s = slots_[static_cast<size_t>(t)];
           const size_t off = out.size() - std::min(out.size(), s.cuts.size());

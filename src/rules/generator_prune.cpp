@@ -52,14 +52,7 @@ std::string op_label(const GNode& n, bool exact) {
       s += "[" + join(p.shape) + "]";
       break;
     }
-    case OpKind::kInput: case OpKind::kWeight: case OpKind::kMatMul: case OpKind::kGemm: case OpKind::kAdd:
-    case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv: case OpKind::kPow: case OpKind::kSqrt:
-    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kTanh: case OpKind::kErf: case OpKind::kClip:
-    case OpKind::kSoftmax: case OpKind::kLayerNorm: case OpKind::kReduceMean: case OpKind::kGlobalAveragePool:
-    case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kPad: case OpKind::kSlice: case OpKind::kGather:
-    case OpKind::kSqueeze: case OpKind::kUnsqueeze: case OpKind::kCast: case OpKind::kGelu:
-    case OpKind::kHardSigmoid: case OpKind::kHardSwish: case OpKind::kOpaque: case OpKind::kRMSNorm: case OpKind::kRotaryEmbedding:
-    case OpKind::kAttention: {
+    default: {  // every other op: its IR name in lower case
       s = std::string(ir::op_name(n.kind));
       std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "rlflow/ir/builder.h"
@@ -138,9 +140,22 @@ TEST(OpTable, FormsAndOnnxNames) {
     if (is_elementwise_binary(k)) binary.insert(k);
     if (is_source(k)) source.insert(k);
   }
-  EXPECT_EQ(unary, (std::set<K>{K::kRelu, K::kSigmoid, K::kTanh, K::kErf, K::kSqrt, K::kClip, K::kScalarMul, K::kCast,
-                                K::kGelu, K::kHardSigmoid, K::kHardSwish}));
-  EXPECT_EQ(binary, (std::set<K>{K::kAdd, K::kSub, K::kMul, K::kDiv, K::kPow}));
+  // The ops with converters of their own, and plain ops (OpInfo::plain), which the row describes.
+  for (auto k : unary)
+    if (!op_info(k).plain) EXPECT_TRUE((std::set<K>{K::kRelu, K::kSigmoid, K::kTanh, K::kErf, K::kSqrt, K::kClip, K::kScalarMul, K::kCast,
+                                                   K::kGelu, K::kHardSigmoid, K::kHardSwish}.count(k))) << op_name(k);
+  EXPECT_EQ(unary.size() - std::count_if(unary.begin(), unary.end(), [](K k) { return op_info(k).plain; }), 11u);
+  for (auto k : binary)
+    if (!op_info(k).plain) EXPECT_TRUE((std::set<K>{K::kAdd, K::kSub, K::kMul, K::kDiv, K::kPow}.count(k))) << op_name(k);
+  EXPECT_EQ(binary.size() - std::count_if(binary.begin(), binary.end(), [](K k) { return op_info(k).plain; }), 5u);
+  // A plain op is written as the ONNX op of its own name and has an elementwise form.
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const auto& info = op_info(static_cast<K>(i));
+    if (!info.plain) continue;
+    EXPECT_EQ(info.onnx_type, info.name);
+    EXPECT_TRUE(info.form == OpForm::kElementwiseUnary || info.form == OpForm::kElementwiseBinary) << info.name;
+    EXPECT_GE(info.since, 1) << info.name;
+  }
   EXPECT_EQ(source, (std::set<K>{K::kInput, K::kWeight, K::kConstant}));
   Node bn;
   bn.kind = K::kBatchNorm;

@@ -648,19 +648,26 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   // fusions, greedy's result), reports what it added, and its steps replay to the reported graph.
   o.config.imitation_epochs = 0;
   o.episodes = 1;
-  o.seed = 3;  // an initialisation from which one episode stops short (it changes with the op vocabulary; 1 until
-              // Attention widened it, from which one episode then reached greedy)
   o.out = (dir / "weak.pt").string();
-  ASSERT_TRUE(rl::train_agent(o));
+  // The first seed whose one-episode agent stops short (which seeds do depends on the network's
+  // initialisation; most do).
   rl::RlSearchOptions weak;
   weak.agent_path = o.out;
   weak.rollouts = 0;
-  auto plain = rl::make_rl_optimizer(weak, library(), *m);
-  ASSERT_TRUE(plain) << plain.error().message;
-  auto rp = (*plain)->run(g, {});
-  ASSERT_TRUE(rp) << rp.error().message;
-  EXPECT_TRUE(rp->report.phases.empty());
-  ASSERT_GT(rp->best_cost, greedy + 1e-12);  // (seeded: this agent stops short of the four fusions)
+  bool short_of_greedy = false;
+  double weak_cost = 0;  // the weak agent's best
+  for (uint64_t seed = 1; seed <= 16 && !short_of_greedy; ++seed) {
+    o.seed = seed;
+    ASSERT_TRUE(rl::train_agent(o));
+    auto plain = rl::make_rl_optimizer(weak, library(), *m);
+    ASSERT_TRUE(plain) << plain.error().message;
+    auto rp = (*plain)->run(g, {});
+    ASSERT_TRUE(rp) << rp.error().message;
+    EXPECT_TRUE(rp->report.phases.empty());
+    weak_cost = rp->best_cost;
+    short_of_greedy = weak_cost > greedy + 1e-12;
+  }
+  ASSERT_TRUE(short_of_greedy) << "no seed in 1..16 gave an agent that stops short of the four fusions";
   weak.polish = true;
   auto polished = rl::make_rl_optimizer(weak, library(), *m);
   ASSERT_TRUE(polished) << polished.error().message;
@@ -672,13 +679,13 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   const auto& agent_phase = rq->report.phases[0];
   const auto& polish_phase = rq->report.phases[1];
   EXPECT_EQ(agent_phase.name, "rl");
-  EXPECT_NEAR(agent_phase.best_cost, rp->best_cost, 1e-9);
+  EXPECT_NEAR(agent_phase.best_cost, weak_cost, 1e-9);
   EXPECT_FALSE(agent_phase.returned);
   EXPECT_EQ(polish_phase.name, "greedy");
   EXPECT_EQ(polish_phase.from, 0);
   EXPECT_TRUE(polish_phase.ran);
   EXPECT_TRUE(polish_phase.returned);
-  EXPECT_NEAR(polish_phase.initial_cost - polish_phase.best_cost, rp->best_cost - rq->best_cost, 1e-9);
+  EXPECT_NEAR(polish_phase.initial_cost - polish_phase.best_cost, weak_cost - rq->best_cost, 1e-9);
   EXPECT_GT(polish_phase.steps, 0);
   EXPECT_EQ(rq->steps.size(), static_cast<size_t>(agent_phase.steps + polish_phase.steps));
   auto replayed_polish = search::replay(g, rules, rq->steps);
@@ -696,7 +703,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   ASSERT_TRUE(rg) << rg.error().message;
   ASSERT_EQ(rg->report.phases.size(), 2u);
   EXPECT_FALSE(rg->report.phases[0].returned);
-  EXPECT_NEAR(rg->report.phases[0].best_cost, rp->best_cost, 1e-9);
+  EXPECT_NEAR(rg->report.phases[0].best_cost, weak_cost, 1e-9);
   EXPECT_EQ(rg->report.phases[1].name, "greedy");
   EXPECT_EQ(rg->report.phases[1].from, -1);  // from the input
   EXPECT_TRUE(rg->report.phases[1].ran);

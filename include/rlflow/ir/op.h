@@ -71,6 +71,11 @@ struct OpInfo {
   std::string_view onnx_domain;  // "" = ai.onnx
   OpForm form;
   CostClass cost;
+  // A plain op is the ONNX op `onnx_type` with no attributes, its inputs and its one output one to
+  // one, and no parameters: import, export, shape inference, rule fields and the executor (through
+  // the ONNX op table, src/exec/onnx_ops.cpp) handle it from this row alone, from opset `since`.
+  bool plain = false;
+  int since = 1;  // plain ops: the first default-domain opset that has the ONNX op
 };
 const OpInfo& op_info(OpKind k);
 

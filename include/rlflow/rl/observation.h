@@ -19,8 +19,8 @@ int node_feature_dim(int op_vocab);  // as a network trained with `op_vocab` one
 // added. Checkpoints record the number of slots their network was trained with ("op_vocab").
 inline constexpr int kLegacyOpVocab = 41;  // checkpoints written before the vocabulary was recorded
 inline constexpr int kOpaqueSlot = 40;     // where a network sees the ops it never knew
-int op_vocab_size();                       // slots known to this build
-std::string_view op_vocab_name(int slot);  // "" past the end
+int op_vocab_size();                       // slots: one per op kind, and slots held for kinds to come
+std::string_view op_vocab_name(int slot);  // the kind's name; "" for a held slot and past the end
 int op_feature_slot(ir::OpKind k);
 int edge_feature_dim();
 int global_feature_dim();
