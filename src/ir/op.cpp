@@ -65,6 +65,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     // Priced as its two GEMMs, reading Q, K, V (and the mask) and writing the output once: a fused
     // kernel keeps the (S, L) scores out of memory.
     RLFLOW_OP(Attention, "Attention", kOther, kMatMul),  // ONNX opset 23
+    RLFLOW_PLAIN_OP(Exp, kElementwiseUnary, kSpecial, 1),
 }};
 #undef RLFLOW_OP
 #undef RLFLOW_PLAIN_OP

@@ -23,7 +23,7 @@ namespace rlflow::ir {
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
   X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding) \
-  X(Attention)
+  X(Attention) X(Exp)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
