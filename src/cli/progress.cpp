@@ -3,10 +3,12 @@
 #include <spdlog/sinks/sink.h>
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -88,6 +90,34 @@ class ProgressLine::LogSink final : public spdlog::sinks::sink {
   ProgressLine& line_;
 };
 
+namespace {
+
+// Ctrl-C while a line is drawn: the handler erases the line ("\r", clear to the end of the line:
+// one write, async-signal-safe), then does what was installed before it (the default handler ends
+// the process, as it would have; Python's sets its flag and KeyboardInterrupt follows), so the
+// shell prompt does not land after a half line. One line at a time owns it.
+std::atomic<int> g_interrupt_fd{-1};
+struct sigaction g_previous_sigint {};
+
+extern "C" void erase_line_on_sigint(int sig) {
+  if (const int fd = g_interrupt_fd.load(); fd >= 0) {
+    static const char kErase[] = "\r\x1b[K";
+    const ssize_t n = ::write(fd, kErase, sizeof kErase - 1);
+    (void)n;
+  }
+  if (g_previous_sigint.sa_flags & SA_SIGINFO) {
+    if (g_previous_sigint.sa_sigaction) g_previous_sigint.sa_sigaction(sig, nullptr, nullptr);
+  } else if (g_previous_sigint.sa_handler == SIG_IGN) {
+  } else if (g_previous_sigint.sa_handler == SIG_DFL) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  } else {
+    g_previous_sigint.sa_handler(sig);
+  }
+}
+
+}  // namespace
+
 ProgressLine::ProgressLine(bool enabled, Render render) : ProgressLine(enabled, std::move(render), Options{}) {}
 
 ProgressLine::ProgressLine(bool enabled, Render render, Options options)
@@ -99,6 +129,14 @@ ProgressLine::ProgressLine(bool enabled, Render render, Options options)
       logger->sinks() = {std::make_shared<LogSink>(*this)};
       hooked_ = true;
     }
+  }
+  int none = -1;
+  if (g_interrupt_fd.compare_exchange_strong(none, opt_.fd)) {
+    struct sigaction sa {};
+    sa.sa_handler = erase_line_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(SIGINT, &sa, &g_previous_sigint) == 0) owns_interrupt_ = true;
+    else g_interrupt_fd = -1;
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -125,6 +163,11 @@ void ProgressLine::finish() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (owns_interrupt_) {  // the handler of before, back
+    ::sigaction(SIGINT, &g_previous_sigint, nullptr);
+    g_interrupt_fd = -1;
+    owns_interrupt_ = false;
+  }
   if (hooked_) {
     // Only the thread that made the line logs now (the work it watched has returned), so the
     // logger's sink list can be given back.

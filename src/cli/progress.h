@@ -8,7 +8,8 @@
 // command supplies: times (elapsed, time left) keep moving while the work is between callbacks.
 // Each draw fits the terminal's current width (no wrapping, no stale characters). Log messages
 // (spdlog) erase the line before they print, and the next draw puts it back. The destructor
-// erases it, so an early return or an exception leaves the terminal clean.
+// erases it, so an early return or an exception leaves the terminal clean, and so does Ctrl-C: while
+// a line is drawn, SIGINT erases it first and then does what it did before.
 #include <unistd.h>
 
 #include <chrono>
@@ -92,6 +93,7 @@ class ProgressLine {
   std::thread thread_;
   std::vector<std::shared_ptr<spdlog::sinks::sink>> saved_sinks_;
   bool hooked_ = false;
+  bool owns_interrupt_ = false;  // this line's SIGINT handler is installed
 };
 
 }  // namespace rlflow::cli

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pty.h>
+#include <signal.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/ioctl.h>
@@ -333,4 +334,38 @@ TEST(ProgressBinary, NothingDrawnWhereStderrIsNotATerminal) {
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_EQ(b.err.find('\r'), std::string::npos) << b.err;
   EXPECT_EQ(b.err.find("[bench]"), std::string::npos) << b.err;
+}
+
+namespace {
+volatile sig_atomic_t g_interrupts = 0;
+extern "C" void count_interrupt(int) { g_interrupts = g_interrupts + 1; }
+}  // namespace
+
+// Ctrl-C while a line is drawn erases it before the handler of before runs (the default one ends
+// the process: then the prompt starts on a clean line); once the line is finished, SIGINT is the
+// caller's again.
+TEST(ProgressLineOnATerminal, AnInterruptErasesTheLineAndReachesTheHandlerOfBefore) {
+  Pty pty(40);
+  ASSERT_GE(pty.slave, 0) << "no pseudo-terminal";
+  struct sigaction mine {}, saved {};
+  mine.sa_handler = count_interrupt;
+  sigemptyset(&mine.sa_mask);
+  ASSERT_EQ(sigaction(SIGINT, &mine, &saved), 0);
+  g_interrupts = 0;
+  {
+    ProgressLine line(true, [](double) { return std::string("working"); }, fast(pty.slave));
+    wait_ms(50);
+    pty.drain();
+    raise(SIGINT);
+    EXPECT_EQ(g_interrupts, 1);
+    EXPECT_NE(pty.drain().find("\r\x1b[K"), std::string::npos);
+  }
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGINT, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, &count_interrupt);
+  raise(SIGINT);
+  EXPECT_EQ(g_interrupts, 2);
+  const std::string after = pty.drain();
+  EXPECT_EQ(after.find("\x1b[K"), std::string::npos) << "a finished line still erases on SIGINT";
+  sigaction(SIGINT, &saved, nullptr);
 }
