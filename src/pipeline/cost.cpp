@@ -283,7 +283,14 @@ void ModelCostReport::print(std::FILE* out) const {
 }
 
 Expected<CalibrateReport> calibrate_profile(const CalibrateOptions& o, const CalibrateHooks& hooks) {
-  if (!o.profile_out.empty()) RLFLOW_TRY_STATUS(check_output_path(o.profile_out, {o.base_profile, o.cost.cache_path}, "--profile"));
+  if (!o.profile_out.empty()) {
+    // A profile is YAML: a path that names anything else (a model, most likely) is a slip, and
+    // writing there would replace that file.
+    const auto ext = std::filesystem::path(o.profile_out).extension().string();
+    if (ext != ".yaml" && ext != ".yml")
+      return Error{ErrorCode::kUsage, "--profile " + o.profile_out + ": a device profile is written as YAML (.yaml or .yml)"};
+    RLFLOW_TRY_STATUS(check_output_path(o.profile_out, {o.base_profile, o.cost.cache_path}, "--profile"));
+  }
   cost::CostOptions copts = o.cost;
   copts.deterministic = false;  // calibration times ops: the analytic model has nothing to fit
   auto kind = cost::resolve_kind(copts);

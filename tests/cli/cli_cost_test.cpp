@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -99,6 +100,13 @@ TEST(CostCli, UsageErrors) {
   EXPECT_EQ(calib.code, 2) << calib.err;
   auto unknown = rlflow({"cost", kData + "/tiny_cnn.onnx", "--cost-model", "ort-measurd"});
   EXPECT_EQ(unknown.code, 2) << unknown.err;
+  // A --profile that is not YAML (here a model) is refused before anything is timed or written.
+  const std::string model = kData + "/tiny_cnn.onnx";
+  const auto before = std::filesystem::file_size(model);
+  auto onto_model = rlflow({"cost", "calibrate", "--cost-model", "cpu", "--profile", model});
+  EXPECT_EQ(onto_model.code, 2) << onto_model.err;
+  EXPECT_NE(onto_model.err.find("YAML"), std::string::npos) << onto_model.err;
+  EXPECT_EQ(std::filesystem::file_size(model), before);
 }
 
 // `ort` is the analytic onnxruntime profile in every command; calibrate cannot time it, and says
