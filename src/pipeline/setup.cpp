@@ -26,9 +26,11 @@ Expected<Setup> setup(const SetupOptions& o) {
       auto graph = load_model(path, o.input_shapes, ex);
       if (!graph) return graph.error();
       if (o.search_opset) {
-        // The graphs `optimise` searches: at the same --opset (auto: the target's), with the composite
-        // chains that opset fuses already fused.
-        auto opset = choose_output_opset(*graph, *target, *o.search_opset);
+        // The graphs `optimise` searches: at the same --opset, with the composite chains that opset
+        // fuses already fused. Under auto, as in optimise, the target's newer opset only where a
+        // fusion fires there and not at the model's own; a model with nothing to fuse keeps its own.
+        static const ir::FusionSet kEveryFusion;  // none disabled
+        auto opset = choose_output_opset(*graph, *target, *o.search_opset, &kEveryFusion);
         if (!opset) return opset.error();
         RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*graph, opset->opset));
         out.models.push_back({path, ir::recognise_composites(*graph)});

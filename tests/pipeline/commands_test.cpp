@@ -97,6 +97,18 @@ TEST(Setup, SearchOpsetFusesTheCompositesTheTargetsOpsetHas) {
   EXPECT_FALSE(fused->rules.empty());
   EXPECT_EQ(fused->cost_kind, "ort");  // auto: the target's cost
   ASSERT_NE(fused->cost, nullptr);
+  // Under auto, a model with nothing to fuse keeps its own opset, as optimise --opset auto keeps it.
+  pipeline::SetupOptions cnn = o;
+  cnn.models = {(kData / "tiny_cnn.onnx").string()};
+  cnn.load_rules = cnn.build_cost = false;
+  cnn.search_opset.reset();
+  auto as_imported = pipeline::setup(cnn);
+  ASSERT_TRUE(as_imported) << as_imported.error().message;
+  cnn.search_opset = pipeline::kOpsetAuto;
+  auto searched = pipeline::setup(cnn);
+  ASSERT_TRUE(searched) << searched.error().message;
+  EXPECT_EQ(searched->models.front().graph.meta().opset(""), as_imported->models.front().graph.meta().opset(""));
+  EXPECT_LT(as_imported->models.front().graph.meta().opset(""), 23);  // so the check could fail
   o.target = "tpu";
   auto bad = pipeline::setup(o);
   ASSERT_FALSE(bad);
