@@ -523,6 +523,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
   json meta = {{"kind", "dream-controller"}, {"config", to_yaml(cfg)}, {"agent_config", to_yaml(w->agent_cfg)},
                {"world_model_config", to_yaml(w->cfg)}, {"rules", rule_names}, {"z_dim", Z}, {"temperature", o.temperature},
                {"seed", o.seed}, {"world_model", o.world_model}, {"reward_std", reward_std}, {"target", o.target}, {"cost_model", o.cost_model},
+               {"cost_fingerprint", o.cost ? o.cost->device_fingerprint() : std::string{}},
                {"counters", {{"update", sum.updates}, {"episodes", sum.dream_episodes}, {"env_steps", sum.dream_steps}}},
                {"real_score", sum.real_score}, {"dream_score", sum.dream_score}, {"dream_score_raw", sum.dream_score_raw},
                {"ensemble", sum.ensemble}, {"uncertainty_penalty", o.uncertainty_penalty}, {"op_vocab", w->encoder->op_vocab}};

@@ -283,6 +283,12 @@ Expected<search::BuiltStrategy> make_rl_strategy(const search::StrategyInputs& i
     else if (info->target != o.target)
       out.warning = o.agent_path + " was trained under --target " + info->target + " (" + info->cost_model + " cost), not " + o.target;
   }
+  // The same target priced by another table (a recorded table re-measured, a recalibrated profile,
+  // another GPU): the rewards it learnt from are not the ones this search sees.
+  if (out.warning.empty() && !info->cost_fingerprint.empty() && in.model &&
+      info->cost_fingerprint != in.model->device_fingerprint())
+    out.warning = o.agent_path + " was trained against the cost table '" + info->cost_fingerprint + "', not '" +
+                  in.model->device_fingerprint() + "'";
   auto opt = make_rl_optimizer(o, *in.library, *in.model);
   if (!opt) return opt.error();
   out.optimizer = std::move(*opt);

@@ -239,7 +239,8 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   if (comm) RLFLOW_TRY_STATUS(dist::broadcast_params(*comm, net->parameters()));
   auto meta = [&]() {
     return json{{"config", to_yaml(cfg)}, {"rules", rule_names}, {"models", model_names}, {"seed", o.seed},
-                {"counters", counters_json(c)}, {"rng", rng_state(rng)}, {"target", o.target}, {"cost_model", o.cost_model}};
+                {"counters", counters_json(c)}, {"rng", rng_state(rng)}, {"target", o.target}, {"cost_model", o.cost_model},
+                {"cost_fingerprint", o.cost ? o.cost->device_fingerprint() : std::string{}}};
   };
 
   std::ofstream log;
@@ -389,6 +390,7 @@ Expected<AgentInfo> read_agent_info(const std::string& path) {
   info.models = meta->value("models", std::vector<std::string>{});
   info.target = meta->value("target", "");
   info.cost_model = meta->value("cost_model", "");
+  info.cost_fingerprint = meta->value("cost_fingerprint", "");
   auto vocab = checkpoint::op_vocab(*meta, path);
   if (!vocab) return vocab.error();
   info.op_vocab = *vocab;

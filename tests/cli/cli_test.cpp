@@ -812,9 +812,9 @@ TEST(Cli, TargetsListsEveryTargetWithItsRuntimeAndOpsets) {
   EXPECT_EQ(bad.code, 2);
 }
 
-// A checkpoint records the target and the cost it was trained under; `--search rl` under another
-// target still runs, warns, and says so in the JSON (search.agent_warning). Under its own target it
-// says nothing.
+// A checkpoint records the target and the cost (kind and table fingerprint) it was trained under;
+// `--search rl` under another target or cost table still runs, warns, and says so in the JSON
+// (search.agent_warning). Under its own it says nothing.
 TEST(CliTrainAgent, AnAgentUsedUnderAnotherTargetWarns) {
   TempDir dir;
   const auto agent = (dir / "ort.pt").string();
@@ -834,6 +834,11 @@ TEST(CliTrainAgent, AnAgentUsedUnderAnotherTargetWarns) {
       EXPECT_NE(r.err.find("trained under --target ort"), std::string::npos) << r.err;
     }
   }
+  // The same target priced by another cost table (here another analytic profile): it warns too.
+  auto other = rlflow({"optimise", (kData / "tiny_cnn.onnx").string(), "-o", (dir / "o.onnx").string(), "--search", "rl", "--agent", agent,
+                       "--target", "ort", "--cost-model", "analytic", "--device-profile", "cpu-2core", "--deterministic", "--json"});
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(parse_json(other.out)["search_report"].value("agent_warning", "").find("cost table"), std::string::npos) << other.out;
   // Resuming it under another target would mix two objectives in one agent: refused (issue 41, 21).
   auto resume = rlflow({"train-agent", "--model", (kData / "tiny_cnn.onnx").string(), "--episodes", "4", "--seed", "1", "--deterministic",
                         "--imitation-epochs", "0", "--dagger-rounds", "0", "--target", "h100", "--out", agent, "--resume"});

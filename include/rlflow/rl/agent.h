@@ -93,6 +93,9 @@ struct AgentInfo {
   std::vector<std::string> models;
   int op_vocab = 0;  // one-hot op slots of its encoder (src/rl/features.cpp)
   std::string target, cost_model;  // what it was trained under (empty: a checkpoint from before they were recorded)
+  // The trained-under cost model's device_fingerprint (which table, profile or device priced the
+  // rewards); empty before 2026-11-28.
+  std::string cost_fingerprint;
   int64_t updates = 0, episodes = 0, env_steps = 0;
   uint64_t seed = 0;
 };
