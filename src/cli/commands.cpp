@@ -137,7 +137,7 @@ int cmd_targets(const GlobalOptions& g) {
     for (const auto& [op, since] : t.fused_ops) fused.push_back({{"op", op}, {"opset", since}});
     all.push_back({{"name", t.name}, {"runtime", t.runtime}, {"device", t.device}, {"cost_model", t.cost_model},
                    {"max_opset", t.max_opset}, {"opset_source", t.opset_source}, {"fused_ops", fused},
-                   {"runtime_fusions", t.runtime_fusions}, {"measured_by", t.bench}, {"measurable_here", here.measurable},
+                   {"runtime_fusions", t.runtime_fusions}, {"doubtful_fusions", t.doubtful_fusions}, {"measured_by", t.bench}, {"measurable_here", here.measurable},
                    {"why_not_measurable", here.why_not}});
   }
   if (g.json) {
@@ -153,6 +153,11 @@ int cmd_targets(const GlobalOptions& g) {
       std::printf("%s%s (%lld)", i ? ", " : "", t.fused_ops[i].first.c_str(), static_cast<long long>(t.fused_ops[i].second));
     std::printf("\n  runtime fusions  %s\n", t.runtime_fusions.empty() ? "none priced" : "");
     for (const auto& f : t.runtime_fusions) std::printf("    %s\n", f.c_str());
+    if (!t.doubtful_fusions.empty()) {
+      std::printf("  also tried without");
+      for (const auto& f : t.doubtful_fusions) std::printf(" %s", f.c_str());
+      std::printf(" (measured slower than its chain at some sizes)\n");
+    }
     std::printf("  measurable here  %s\n", here.measurable ? ("yes (rlflow bench --target " + t.bench + ")").c_str() : ("no: " + here.why_not).c_str());
   }
   return kOk;

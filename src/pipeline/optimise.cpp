@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <any>
+#include <map>
 #include <chrono>
 
 #include "judge.h"
@@ -361,8 +362,14 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
 
   // fuse: the search starts from the graph with composite chains fused; verification and the
   // "kept the input" fallback use the graph as imported, so a wrong fusion cannot pass unnoticed.
-  ir::CompositeStats composites, no_attention;
-  static const std::string kNoAttention = "composites fused but attention, no rewrite";
+  ir::CompositeStats composites;
+  // The candidates without one of the target's doubtful fusions: by label, the fusion left out and
+  // what the others fused.
+  struct Without {
+    std::string fusion;
+    ir::CompositeStats composites;
+  };
+  std::map<std::string, Without> without_of;
   const ir::Graph start =
       o.search != "none" && o.composites ? ir::recognise_composites(*original, &composites, std::nullopt, o.disabled_fusions) : *original;
   if (composites.total() > 0)
@@ -385,32 +392,35 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     auto cs = candidates(start, outcome, std::max(1, o.candidates), composites.total() > 0);
     if (!cs) return cs.error();
     cands = std::move(*cs);
-    // The other fusions without the attention ones: onnxruntime's CPU Attention kernel measured
-    // slower than the eager chain at small head sizes (8 and 16: HF gpt2/bert/llama small, 0.88-0.95x
-    // whole-model), while the RMSNorm and rotary fusions pay, so a measured target can keep those.
-    // It goes last, or before the candidates it is predicted cheaper than, since they are measured
-    // in order and the first that passes is written.
-    if (composites.count("attention") > 0) {
+    // The other fusions without one the target doubts (TargetRecord::doubtful_fusions: onnxruntime's
+    // CPU Attention kernel), so a measured target can keep the fusions that pay. Each goes last, or
+    // before the candidates it is predicted cheaper than, since they are measured in order and the
+    // first that passes is written.
+    for (const auto& doubted : (*target)->doubtful_fusions) {
+      if (composites.count(doubted) == 0) continue;
       ir::FusionSet without = o.disabled_fusions;
-      without.insert("attention");
-      ir::Graph g = ir::recognise_composites(*original, &no_attention, std::nullopt, without);
-      if (no_attention.total() > 0) {
-        cost::MemoCost memo(*outcome.model);
-        auto c = memo.cost(g);
-        if (!c) return c.error();
-        auto at = std::find_if(cands.begin(), cands.end(), [&](const Candidate& x) { return *c < x.predicted_ms; });
-        cands.insert(at, {kNoAttention, 0, *c, std::move(g)});
-      }
+      without.insert(doubted);
+      Without w{doubted, {}};
+      ir::Graph g = ir::recognise_composites(*original, &w.composites, std::nullopt, without);
+      if (w.composites.total() == 0) continue;
+      cost::MemoCost memo(*outcome.model);
+      auto c = memo.cost(g);
+      if (!c) return c.error();
+      const std::string label = "composites fused but " + doubted + ", no rewrite";
+      auto at = std::find_if(cands.begin(), cands.end(), [&](const Candidate& x) { return *c < x.predicted_ms; });
+      cands.insert(at, {label, 0, *c, std::move(g)});
+      without_of.emplace(label, std::move(w));
     }
     // Each candidate can be made again from the input imported at other sizes, the same way.
     // `disabled`: the fusions left out of the composites fused (none fused: nullopt).
     const bool fused = o.search != "none" && o.composites;
     for (auto& c : cands) {
-      const bool no_attention = c.label == kNoAttention;
+      const auto w = without_of.find(c.label);
+      const bool without = w != without_of.end();
       std::optional<ir::FusionSet> disabled;
       if (fused) disabled = o.disabled_fusions;
-      if (no_attention) disabled->insert("attention");
-      std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(no_attention ? 0 : c.steps));
+      if (without) disabled->insert(w->second.fusion);
+      std::vector<rules::Match> steps(r.steps.begin(), r.steps.begin() + static_cast<std::ptrdiff_t>(without ? 0 : c.steps));
       c.rebuild = [disabled, steps = std::move(steps), rules = &outcome.replay_rules, &ex](const ir::Graph& in) -> Expected<ir::Graph> {
         auto replayed = search::replay(disabled ? ir::recognise_composites(in, nullptr, std::nullopt, *disabled) : in, *rules, steps);
         if (!replayed) return replayed.error();
@@ -492,7 +502,8 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   if (report.chosen) {
     const auto& c = cands[*report.chosen];
     report.steps.assign(outcome.result.steps.begin(), outcome.result.steps.begin() + static_cast<std::ptrdiff_t>(c.steps));
-    report.composites = c.label == kNoAttention ? no_attention : composites;
+    const auto w = without_of.find(c.label);
+    report.composites = w != without_of.end() ? w->second.composites : composites;
   }
   if (report.cost) {
     // The claim is the written file's cost; the search's own figure for it is kept beside it.
@@ -500,9 +511,9 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     report.cost->search_after_ms = report.chosen ? cands[*report.chosen].predicted_ms : report.cost->before_ms;
   }
   if (report.cost && outcome.model) {
-    // The fusions of the chosen candidate: the attention-free one fused all but attention.
-    const bool no_attn = report.chosen && cands[*report.chosen].label == kNoAttention;
-    const ir::Graph& fused = report.chosen ? (no_attn ? cands[*report.chosen].graph : start) : *original;
+    // The fusions of the chosen candidate: one without a doubted fusion fused all but that one.
+    const bool without = report.chosen && without_of.count(cands[*report.chosen].label) > 0;
+    const ir::Graph& fused = report.chosen ? (without ? cands[*report.chosen].graph : start) : *original;
     RLFLOW_TRY_STATUS(explain_changes(*original, fused, written, report.chosen ? report.composites : ir::CompositeStats{}, report.steps,
                                       outcome, report));
   }

@@ -30,6 +30,10 @@ struct TargetRecord {
   // Fusions the runtime performs by itself on the file it loads (priced by its cost model, so a
   // rewrite that does the same earns nothing there).
   std::vector<std::string> runtime_fusions;
+  // Fusions (ir::fusion_names) whose op this runtime was measured running slower than the chain at
+  // some sizes: where one fires, optimise also offers the file with every other fusion but that one
+  // (priced, and measured first-come like every candidate where the target is measurable).
+  std::vector<std::string> doubtful_fusions;
 };
 
 // Every target, in the order `rlflow targets` lists them.
