@@ -12,6 +12,7 @@
 #include <iostream>
 #include <set>
 
+#include "rlflow/util/clock.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/cost/device.h"
 #include "rlflow/exec/compare.h"
@@ -26,10 +27,6 @@ namespace rlflow::cli {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlflow/ir/graph.h"
+#include "rlflow/util/clock.h"
 #include "rlflow/ir/summary.h"
 #include "rlflow/bench/bench.h"
 #include "rlflow/exec/executor.h"
@@ -141,8 +142,7 @@ using pipeline::parse_input_shapes;
 using pipeline::select_rules;
 using pipeline::target_cost_model;
 
-// Shared by the subcommands' reports.
-double seconds_since(std::chrono::steady_clock::time_point t0);
+// Shared by the subcommands' reports (seconds_since: rlflow/util/clock.h).
 using pipeline::print_op_table;
 using pipeline::summary_json;
 

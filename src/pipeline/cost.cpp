@@ -1,5 +1,6 @@
 // `rlflow cost` and `rlflow cost calibrate` as library calls, and their reports' text and JSON
 // (include/rlflow/pipeline/cost.h).
+#include "rlflow/util/clock.h"
 #include "rlflow/pipeline/cost.h"
 
 #include <spdlog/spdlog.h>
@@ -24,10 +25,6 @@ namespace rlflow::pipeline {
 using json = nlohmann::json;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::string dims(const ir::Shape& s) {
   std::string out;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "rlflow/util/clock.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/summary.h"
 #include "rlflow/onnx/model_io.h"
@@ -11,10 +12,6 @@
 namespace rlflow::pipeline {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Returned from a write's check when the candidate is refused: the write is abandoned and the
 // verdict says why.

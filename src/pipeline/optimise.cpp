@@ -1,4 +1,5 @@
 // The optimise pipeline's stages: import -> fuse -> search -> candidates -> write (judge.cpp).
+#include "rlflow/util/clock.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/target.h"
 
@@ -25,10 +26,6 @@
 namespace rlflow::pipeline {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // What the search leaves behind: its result, the cost model it priced with, and the rules its steps name.
 struct SearchOutcome {

@@ -40,17 +40,6 @@ Status check_numbers(const TrainAgentOptions& o) {
   return {};
 }
 
-// Same file: by inode when both exist, else by normalised absolute path.
-bool same_path(const std::string& a, const std::string& b) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
-  const auto ca = fs::weakly_canonical(fs::absolute(a, ec), ec);
-  if (ec) return false;
-  const auto cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
-  return !ec && ca == cb;
-}
-
 // What a training command writes, checked before any work: each output against every file the
 // command reads and against the other outputs, so that no input is overwritten and no output
 // clobbers another. --out is read as well by --resume (the checkpoint is continued and rewritten
@@ -72,18 +61,18 @@ Status check_outputs(const TrainCommonOptions& o, const std::vector<std::string>
   inputs.push_back(o.rules_file.empty() ? rules::default_library_path() : o.rules_file);
   const std::string log_role = o.log.empty() ? "the log (default --log)" : "--log";
   RLFLOW_TRY_STATUS(check_output_path(o.out, inputs, "--out"));
-  if (same_path(log_path, o.out)) return usage(log_role + " " + log_path + " is also --out; name different files");
+  if (same_file(log_path, o.out)) return usage(log_role + " " + log_path + " is also --out; name different files");
   RLFLOW_TRY_STATUS(check_output_path(log_path, inputs, log_role));
   if (!data) return {};
   const std::string& data_path = data->path;
   const std::string data_role = data->flag.empty() ? "the rollout file (default --data)" : "--data";
   for (const auto& [other, role] : std::vector<std::pair<std::string, std::string>>{{o.out, "--out"}, {log_path, log_role}})
-    if (same_path(data_path, other)) return usage(data_role + " " + data_path + " is also " + role + "; name different files");
+    if (same_file(data_path, other)) return usage(data_role + " " + data_path + " is also " + role + "; name different files");
   // An existing rollout file is read, and rewritten only when episodes are added: the folder need
   // not be writable then, but it must not be one of the inputs.
   if (!std::filesystem::exists(data_path)) return check_output_path(data_path, inputs, data_role);
   for (const auto& in : inputs)
-    if (same_path(data_path, in)) return usage(data_role + " " + data_path + " is the input " + in + "; it would be overwritten");
+    if (same_file(data_path, in)) return usage(data_role + " " + data_path + " is the input " + in + "; it would be overwritten");
   return {};
 }
 

@@ -93,14 +93,6 @@ mode_t process_umask() {
   return m;
 }
 
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa{}, sb{};
-  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  std::error_code ea, eb;
-  const auto ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
-  return !ea && !eb && ca == cb;
-}
-
 const char* kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
   if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
@@ -110,6 +102,14 @@ const char* kind_of(mode_t m) {
 }
 
 }  // namespace
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa{}, sb{};
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ea, eb;
+  const auto ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  return !ea && !eb && ca == cb;
+}
 
 Status check_input_file(const std::string& path, uint64_t max_bytes) {
   struct stat st{};

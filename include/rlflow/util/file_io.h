@@ -25,6 +25,10 @@ Status write_file_atomic(const std::string& path, const std::function<bool(int f
                          const std::function<Status(const std::string& tmp_path)>& check = {});
 Status write_file_atomic(const std::string& path, const std::string& bytes);
 
+// Whether a and b name the same file: by device and inode when both exist, else by normalised
+// absolute path.
+bool same_file(const std::string& a, const std::string& b);
+
 // Checks a path the user named as an output before any work is done. Refuses (usage error, exit 2)
 // an empty path, a missing folder, an existing directory, device, fifo or socket, and any path that
 // is the same file as one of `inputs` (by device and inode, or by normalised path when neither
