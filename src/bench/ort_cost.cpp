@@ -86,6 +86,8 @@ class OrtCostModel : public cost::CostModel {
   }
   std::string device_fingerprint() const override { return "ort/" + runner_->description(); }
   std::string name() const override { return kOrtMeasuredKind; }
+  // A Conv with an activation is timed as the two-node model onnxruntime fuses back into one.
+  bool fuses_conv_activation(ir::Activation) const override { return true; }
 
  private:
   Expected<double> time_op(const cost::OpSignature& sig) {

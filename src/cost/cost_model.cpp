@@ -1,6 +1,7 @@
 #include "rlflow/cost/cost_model.h"
 
 #include <cmath>
+#include <optional>
 
 namespace rlflow::cost {
 
@@ -35,12 +36,76 @@ std::vector<bool> host_shape_nodes(const ir::Graph& g, const std::vector<bool>& 
   return host;
 }
 
+namespace {
+
+ir::OpKind activation_kind(ir::Activation a) {
+  switch (a) {
+    case ir::Activation::kRelu: return ir::OpKind::kRelu;
+    case ir::Activation::kSigmoid: return ir::OpKind::kSigmoid;
+    case ir::Activation::kTanh: return ir::OpKind::kTanh;
+    case ir::Activation::kNone: break;
+  }
+  return ir::OpKind::kOpaque;
+}
+
+// The graph whose nodes are priced: `g` with each Conv's activation where the runtime runs it. A
+// Conv followed by an activation the runtime folds into it (`fused`) carries that activation; a
+// Conv carrying one the runtime does not fuse loses it, and the activation becomes a node of its own
+// appended after the graph's (origin: the Conv it came from), as the written file has it. Node ids
+// below g.size() are g's. Empty when nothing changes.
+struct PricedGraph {
+  std::optional<ir::Graph> graph;
+  std::vector<ir::NodeId> origin;  // of each appended node
+};
+
+PricedGraph priced_graph(const ir::Graph& g, const CostModel& model, const std::vector<bool>& constant,
+                         const std::vector<bool>& fused) {
+  PricedGraph out;
+  auto copy = [&]() -> ir::Graph& {
+    if (!out.graph) out.graph.emplace(g);
+    return *out.graph;
+  };
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto id = static_cast<ir::NodeId>(i);
+    const auto& n = g.node(id);
+    if (constant[i]) continue;
+    if (n.kind == ir::OpKind::kConv) {
+      const auto act = std::get<ir::ConvParams>(n.params).act;
+      if (act == ir::Activation::kNone || model.fuses_conv_activation(act)) continue;
+      auto& c = copy();
+      std::get<ir::ConvParams>(c.mutable_node(id).params).act = ir::Activation::kNone;
+      ir::Node a;
+      a.kind = activation_kind(act);
+      a.inputs = {ir::ValueRef{id, 0}};
+      a.outputs = {n.outputs.at(0)};
+      c.add(std::move(a));
+      out.origin.push_back(id);
+      continue;
+    }
+    if (fused.empty() || !fused[i] || n.inputs.empty()) continue;
+    const auto p = n.inputs[0].node;
+    const auto& conv = g.node(p);
+    if (conv.kind != ir::OpKind::kConv || std::get<ir::ConvParams>(conv.params).act != ir::Activation::kNone) continue;
+    for (auto a : {ir::Activation::kRelu, ir::Activation::kSigmoid, ir::Activation::kTanh})
+      if (n.kind == activation_kind(a) && model.fuses_conv_activation(a))
+        std::get<ir::ConvParams>(copy().mutable_node(p).params).act = a;
+  }
+  return out;
+}
+
+}  // namespace
+
 Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model, const OpPricer& price, const CostProgress& progress) {
   const auto constant = constant_nodes(g);
   const auto host = host_shape_nodes(g, constant);
   const auto fused = model.runtime_fused(g, constant);
+  const auto priced = priced_graph(g, model, constant, fused);
+  const ir::Graph& pg = priced.graph ? *priced.graph : g;
+  std::vector<bool> pconstant = constant;
+  pconstant.resize(pg.size(), false);
   std::vector<NodeCost> out;
   out.reserve(g.num_ops());
+  std::vector<size_t> slot(priced.origin.empty() ? 0 : g.size(), 0);  // a node's place in out
   const size_t total = g.num_ops();
   for (size_t i = 0; i < g.size(); ++i) {
     const auto id = static_cast<ir::NodeId>(i);
@@ -59,14 +124,24 @@ Expected<std::vector<NodeCost>> node_costs(const ir::Graph& g, CostModel& model,
     } else if (!fused.empty() && fused[i]) {
       c.fused = true;
     } else {
-      auto ms = price(g, id, constant);
+      auto ms = price(pg, id, pconstant);
       if (!ms) return ms.error().with_context(ir::node_label(g, id));
       if (!std::isfinite(*ms) || *ms < 0)
         return Error::internal(ir::node_label(g, id) + ": cost model " + model.name() + " returned " + std::to_string(*ms) + " ms");
       c.ms = *ms;
     }
+    if (!slot.empty()) slot[i] = out.size();
     out.push_back(c);
     if (progress) progress(out.size(), total);
+  }
+  // A Conv's activation that runs as a kernel of its own is part of the Conv's cost.
+  for (size_t k = 0; k < priced.origin.size(); ++k) {
+    const auto id = static_cast<ir::NodeId>(g.size() + k);
+    auto ms = price(pg, id, pconstant);
+    if (!ms) return ms.error().with_context(ir::node_label(g, priced.origin[k]));
+    if (!std::isfinite(*ms) || *ms < 0)
+      return Error::internal(ir::node_label(g, priced.origin[k]) + ": cost model " + model.name() + " returned " + std::to_string(*ms) + " ms");
+    out[slot[static_cast<size_t>(priced.origin[k])]].ms += *ms;
   }
   return out;
 }

@@ -4,6 +4,8 @@
 #include "rlflow/cost/cost_model.h"
 #include "rlflow/ir/composites.h"
 
+#include <algorithm>
+
 namespace rlflow::cost {
 
 namespace {
@@ -137,6 +139,47 @@ std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<
   // Mul, Add) as separate kernels, and the RotaryEmbedding op measured 3-7x faster than that chain
   // (docs/measurements/measure_fused_ops-2026-11-25.md), so the chain keeps its own ops' costs.
   return fused;
+}
+
+std::vector<bool> cudnn_runner_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant) {
+  const size_t n = g.size();
+  std::vector<bool> fused(n, false);
+  std::vector<int32_t> readers(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& in : g.node(static_cast<ir::NodeId>(i)).inputs) ++readers[static_cast<size_t>(in.node)];
+  for (const auto& o : g.outputs()) ++readers[static_cast<size_t>(o.value.node)];  // an output is read too
+  for (size_t i = 0; i < n; ++i) {
+    const auto& node = g.node(static_cast<ir::NodeId>(i));
+    if (node.kind != OpKind::kRelu || constant[i] || node.inputs.size() != 1) continue;
+    const auto p = node.inputs[0];
+    const auto& conv = g.node(p.node);
+    fused[i] = conv.kind == OpKind::kConv && p.index == 0 && !constant[static_cast<size_t>(p.node)] &&
+               std::get<ir::ConvParams>(conv.params).act == ir::Activation::kNone && readers[static_cast<size_t>(p.node)] == 1;
+  }
+  return fused;
+}
+
+ir::Graph cudnn_runner_graph(const ir::Graph& g) {
+  const auto fused = cudnn_runner_fused_nodes(g, ir::constant_nodes(g));
+  if (std::find(fused.begin(), fused.end(), true) == fused.end()) return g;
+  ir::Graph out = g;
+  // Each fused Relu's readers (and outputs) read its Conv instead; the Conv carries the activation.
+  auto through = [&](ir::ValueRef v) {
+    const auto i = static_cast<size_t>(v.node);
+    return fused[i] ? g.node(v.node).inputs[0] : v;
+  };
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto& node = out.mutable_node(static_cast<ir::NodeId>(i));
+    if (fused[i]) {
+      std::get<ir::ConvParams>(out.mutable_node(node.inputs[0].node).params).act = ir::Activation::kRelu;
+      continue;
+    }
+    for (auto& in : node.inputs) in = through(in);
+  }
+  auto outs = out.outputs();
+  for (auto& o : outs) o.value = through(o.value);
+  out.set_outputs(std::move(outs));
+  return ir::remove_dead_nodes(std::move(out));
 }
 
 }  // namespace rlflow::cost

@@ -26,13 +26,18 @@ constexpr const char* kRunnerOpsets =
     "rlflow's runner executes every op of the linked onnx (1.19.1) that its reference executor runs, the fused ops of "
     "opset 23 included; opset 23 is the newest the recorded H100 timings price";
 
+// What the runner fuses by itself when it loads a file (cost::cudnn_runner_graph), as onnxruntime's
+// CUDA provider, TensorRT and cuDNN's runtime fusion engine all do.
+constexpr const char* kRunnerFusion =
+    "Conv + bias + Relu, the Relu the Conv's only reader (cudnnConvolutionBiasActivationForward)";
+
 }  // namespace
 
 const std::vector<TargetRecord>& targets() {
   static const std::vector<TargetRecord> all = {
       {"ort", "onnxruntime 1.32 (CPU execution provider, ORT_ENABLE_ALL)", "this machine's CPU", "ort", "ort", 23,
        "onnxruntime >= 1.24.1 runs opset 23 with RMSNormalization, RotaryEmbedding and Attention (1.22 refuses IR 11, "
-       "1.23.0 computes GQA Attention wrongly); measured with 1.32.0 (docs/measured.md, scripts/measure_fused_ops)",
+       "1.23.0 computes GQA Attention wrongly); measured with 1.32.0 (docs/measured.md, scripts/bench/measure_fused_ops)",
        every_fused_op(),
        {"Conv + BatchNormalization, + per-channel Add/Mul, + Relu/Clip/Sigmoid/Tanh/HardSigmoid (Conv and Gemm)",
         "bias Add + Gelu (BiasGelu)", "residual Add + LayerNorm (SkipLayerNormalization)",
@@ -42,9 +47,9 @@ const std::vector<TargetRecord>& targets() {
        // HF gpt2/bert/llama small, 0.88-0.95x whole-model), while the RMSNorm and rotary fusions pay.
        {"attention"}},
       {"h100", "rlflow's cuDNN/cuBLAS graph runner (bench --target gpu: one captured CUDA graph)", "NVIDIA H100 80GB (sm90)",
-       "recorded", "cudnn", 23, kRunnerOpsets, every_fused_op(), {}},
+       "recorded", "cudnn", 23, kRunnerOpsets, every_fused_op(), {kRunnerFusion}},
       {"gpu", "rlflow's cuDNN/cuBLAS graph runner (bench --target gpu: one captured CUDA graph)",
-       "this machine's GPU (kernels timed on it)", "cudnn", "cudnn", 23, kRunnerOpsets, every_fused_op(), {}},
+       "this machine's GPU (kernels timed on it)", "cudnn", "cudnn", 23, kRunnerOpsets, every_fused_op(), {kRunnerFusion}},
   };
   return all;
 }

@@ -136,6 +136,65 @@ TEST(OnnxruntimeFusions, ActivationAndBatchNormAfterConvAreFree) {
   EXPECT_GT(*graph_cost(g, **plain), *graph_cost(conv_bn_relu(true), **plain));
 }
 
+// rlflow's cuDNN runner (the h100 and gpu targets) runs a Conv's only-reader Relu as the Conv's
+// epilogue, as every GPU runtime does: the recorded cost prices the file's Conv -> Relu as the fused
+// Conv (the table's act=relu timing), so fusing it earns nothing, and a Conv the IR fused with an
+// activation the runner does not take (Sigmoid) is priced as the file has it: the Conv, then the
+// Sigmoid as a kernel of its own. Search figure and written file's cost agree either way.
+ir::Graph conv_then(ir::Activation fused, ir::OpKind after, bool shared = false) {
+  ir::GraphBuilder b;
+  auto x = b.input("x", {ir::DType::kFloat32, {1, 8, 16, 16}});
+  auto y = b.conv(x, b.weight("w", ir::random_tensor({8, 8, 3, 3}, 1)), {1, 1}, {1, 1, 1, 1}, fused);
+  if (after != ir::OpKind::kOpaque) b.output(b.op(after, {y}), "y");
+  if (after == ir::OpKind::kOpaque || shared) b.output(y, after == ir::OpKind::kOpaque ? "y" : "z");
+  return std::move(b).build();
+}
+
+TEST(CudnnRunnerFusions, ConvReluCostsTheFusedConvAndTheRunnerFusesIt) {
+  TempDir dir;
+  const auto in = ir::TensorType{ir::DType::kFloat32, {1, 8, 16, 16}};
+  auto conv = [&](ir::Activation a) { return sig(ir::OpKind::kConv, conv2d(3, 1, a), {{in.shape}, {{8, 8, 3, 3}, true}}); };
+  const auto relu = sig(ir::OpKind::kRelu, {}, {{in.shape}});
+  const auto sigm = sig(ir::OpKind::kSigmoid, {}, {{in.shape}});
+  write_table(dir.file("t.json"), {{conv(ir::Activation::kNone), 0.100}, {conv(ir::Activation::kRelu), 0.104},
+                                   {conv(ir::Activation::kSigmoid), 0.104}, {relu, 0.007}, {sigm, 0.009}});
+  auto table = read_cost_table(dir.file("t.json"));
+  ASSERT_TRUE(table) << table.error().message;
+  auto profile = load_profile("h100");
+  ASSERT_TRUE(profile);
+  RecordedCostModel m(std::move(*table), dir.file("t.json"), *profile);
+  auto cost = [&](const ir::Graph& g) {
+    auto c = graph_cost(g, m);
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? *c : -1.0;
+  };
+  // The file's Conv -> Relu is the fused Conv; so is the IR's fused Conv.
+  EXPECT_DOUBLE_EQ(cost(conv_then(ir::Activation::kNone, ir::OpKind::kRelu)), 0.104);
+  EXPECT_DOUBLE_EQ(cost(conv_then(ir::Activation::kRelu, ir::OpKind::kOpaque)), 0.104);
+  // A Conv whose output is read twice keeps its Relu a kernel of its own.
+  EXPECT_DOUBLE_EQ(cost(conv_then(ir::Activation::kNone, ir::OpKind::kRelu, true)), 0.107);
+  // Sigmoid is no epilogue of the runner's: the fused form is priced as the two kernels it writes.
+  EXPECT_DOUBLE_EQ(cost(conv_then(ir::Activation::kNone, ir::OpKind::kSigmoid)), 0.109);
+  EXPECT_DOUBLE_EQ(cost(conv_then(ir::Activation::kSigmoid, ir::OpKind::kOpaque)), 0.109);
+  // Under onnxruntime's profile every activation fuses into the Conv: both forms cost the same.
+  auto ort = make_cost_model(CostOptions{.kind = "ort"});
+  ASSERT_TRUE(ort) << ort.error().message;
+  EXPECT_DOUBLE_EQ(*graph_cost(conv_then(ir::Activation::kNone, ir::OpKind::kSigmoid), **ort),
+                   *graph_cost(conv_then(ir::Activation::kSigmoid, ir::OpKind::kOpaque), **ort));
+
+  // The graph the runner runs: the Relu folded into the Conv, the output now the Conv's.
+  const auto g = conv_then(ir::Activation::kNone, ir::OpKind::kRelu);
+  const auto run = cudnn_runner_graph(g);
+  EXPECT_EQ(run.num_ops(), 1u);
+  const auto& out = run.node(run.outputs().at(0).value.node);
+  ASSERT_EQ(out.kind, ir::OpKind::kConv);
+  EXPECT_EQ(std::get<ir::ConvParams>(out.params).act, ir::Activation::kRelu);
+  EXPECT_EQ(run.outputs().at(0).name, "y");
+  // Nothing to fold: the same graph; a shared Conv output stays as it is.
+  EXPECT_EQ(cudnn_runner_graph(conv_then(ir::Activation::kNone, ir::OpKind::kSigmoid)).num_ops(), 2u);
+  EXPECT_EQ(cudnn_runner_graph(conv_then(ir::Activation::kNone, ir::OpKind::kRelu, true)).num_ops(), 2u);
+}
+
 TEST(OnnxruntimeFusions, ASharedConvOutputIsNotFused) {
   ir::GraphBuilder b;
   auto x = b.input("x", {ir::DType::kFloat32, {1, 4, 8, 8}});

@@ -99,10 +99,43 @@ TEST_F(PipelineTest, TheReportDescribesTheFileWrittenAndGivesEachCandidateAVerdi
   EXPECT_EQ(j.contains("predicted"), r->rewritten);
 }
 
-// tiny_residual's Conv+Relu pairs: the search credits their fusion, but ONNX writes them as two
-// ops, so the file as written prices no faster than the input and is not kept.
+// tiny_residual's Conv+Relu pairs at --target h100: rlflow's cuDNN runner fuses each Relu into its
+// Conv by itself, and the recorded cost prices them so; fusing them in the IR, which ONNX would write
+// back as two ops, earns the search nothing, and the search's figure is the written file's.
+TEST_F(PipelineTest, AFusionTheRuntimeMakesItselfEarnsNothing) {
+  auto r = pipeline::optimise(options("tiny_residual.onnx"));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->cost.has_value());
+  EXPECT_NEAR(r->cost->search_after_ms, r->cost->after_ms, 1e-9 * r->cost->after_ms);
+  EXPECT_EQ(r->steps.size(), 0u);
+  EXPECT_EQ(r->before.op_counts, r->after.op_counts);
+}
+
+// A cost model that credits a Conv+Relu fusion its runtime does not make on the file (it says it
+// runs a Conv's activation in the Conv's kernel, but prices the file's separate Relu in full): the
+// search proposes the fusion, ONNX writes it as two ops, the file as written prices no faster than
+// the input, and it is not kept. The safety net for a cost model that is not what its runtime runs.
+class CreditsAFusionTheFileCannotCarry : public cost::ForwardingCostModel {
+ public:
+  explicit CreditsAFusionTheFileCannotCarry(std::unique_ptr<cost::CostModel> m) : ForwardingCostModel(*m), own_(std::move(m)) {}
+  std::vector<bool> runtime_fused(const ir::Graph&, const std::vector<bool>&) const override { return {}; }
+  bool fuses_conv_activation(ir::Activation) const override { return true; }
+  std::string name() const override { return "credits-unwritable-fusion"; }
+
+ private:
+  std::unique_ptr<cost::CostModel> own_;
+};
+
 TEST_F(PipelineTest, ACandidateWhoseFileIsNoFasterAsWrittenIsNotKept) {
+  ASSERT_TRUE(cost::register_backend({"credits-unwritable-fusion", "test: credits a fusion the file cannot carry", false,
+                                      [](const cost::CostOptions&) -> Expected<std::unique_ptr<cost::CostModel>> {
+                                        auto m = cost::make_cost_model(cost::CostOptions{.kind = "analytic", .device_profile = "h100"});
+                                        if (!m) return m.error();
+                                        return std::unique_ptr<cost::CostModel>(std::make_unique<CreditsAFusionTheFileCannotCarry>(std::move(*m)));
+                                      }})
+                  .ok());
   auto o = options("tiny_residual.onnx");
+  o.cost.kind = "credits-unwritable-fusion";
   auto r = pipeline::optimise(o);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_TRUE(r->rewritten) << "the search proposes a rewrite";
@@ -232,7 +265,7 @@ TEST_F(PipelineTest, AKvCacheDecoderIsOptimisedAndVerifiedAtADecodeStep) {
   }
 }
 
-// Decoders from torch's default (dynamo) exporter (tests/data/decoders, scripts/export_decoders.py):
+// Decoders from torch's default (dynamo) exporter (tests/data/decoders, scripts/corpus/export_decoders.py):
 // reshapes computed from Shape, the rotary caches without a batch axis, SDPA scaled on Q and K^T with
 // a NaN guard, GQA through a run-time Expand. At opset 23 every RMSNorm, rotary and attention chain
 // fuses, and the file holds at every size, at batch 3 too (where the exporter's own opset-23 file,

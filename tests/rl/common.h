@@ -70,6 +70,21 @@ inline std::unique_ptr<cost::CostModel> analytic() {
   return std::move(*m);
 }
 
+// The analytic model with a runtime that runs a Conv's activation in the Conv's kernel but does not
+// fuse the file's separate Relu into it: Conv+Relu fusion pays, one step each, the toy problem the
+// imitation tests teach. (Under the plain profile a fused Conv is priced as the two kernels the
+// written file runs, so fusing earns nothing.)
+class ConvActivationFusionPays : public cost::ForwardingCostModel {
+ public:
+  explicit ConvActivationFusionPays(std::unique_ptr<cost::CostModel> m) : ForwardingCostModel(*m), own_(std::move(m)) {}
+  bool fuses_conv_activation(ir::Activation) const override { return true; }
+
+ private:
+  std::unique_ptr<cost::CostModel> own_;
+};
+
+inline std::unique_ptr<cost::CostModel> fusion_paying_analytic() { return std::make_unique<ConvActivationFusionPays>(analytic()); }
+
 inline std::filesystem::path temp_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("rlflow_rl_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(d);

@@ -584,7 +584,7 @@ TEST(RlImitation, ClonedPolicyReproducesGreedy) {
   b.output(x, "y");
   const Graph g = b.build();
   auto rules = fire_rules();
-  auto m = analytic();
+  auto m = fusion_paying_analytic();
   const double initial = *cost::graph_cost(g, *m);
   const double greedy = search_cost("greedy", g, rules, *m);
   ASSERT_LT(greedy, initial);

@@ -95,6 +95,8 @@ class AnalyticCostModel : public CostModel {
   std::string name() const override { return "analytic"; }
 
   std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override;
+  // onnxruntime's ConvActivationFusion takes every activation the IR fuses into a Conv.
+  bool fuses_conv_activation(ir::Activation) const override { return profile_.runtime == "onnxruntime"; }
   std::string known_error() const override {
     return profile_.calibration.empty() ? "profile '" + profile_.name + "' is not calibrated: " + profile_.source : profile_.calibration;
   }

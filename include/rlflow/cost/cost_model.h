@@ -41,6 +41,11 @@ class CostModel {
   // model, so a rewrite that only does what the runtime does anyway is worth nothing. Indexed by
   // node id; empty (the default) when the runtime runs every node as its own kernel.
   virtual std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const { return {}; }
+  // Whether the runtime runs activation `a` inside a Conv's kernel, as its epilogue. A file carries a
+  // Conv's activation as a node of its own (ONNX has no fused Conv), so node_costs prices a Conv the
+  // IR fused with `a` as the runtime runs the written file: one kernel where this is true (a Conv
+  // followed by an `a` that runtime_fused folds into it is priced the same), two otherwise.
+  virtual bool fuses_conv_activation(ir::Activation a) const { return false; }
   // What is known about how far this model's predictions are from measured whole-graph time, in
   // words, for reports (each backend describes itself; the default fits a measuring backend).
   virtual std::string known_error() const {
@@ -61,6 +66,7 @@ class ForwardingCostModel : public CostModel {
   std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
     return inner_->runtime_fused(g, constant);
   }
+  bool fuses_conv_activation(ir::Activation a) const override { return inner_->fuses_conv_activation(a); }
   std::string known_error() const override { return inner_->known_error(); }
   CostModel& inner() const { return *inner_; }
 
@@ -89,6 +95,14 @@ using ir::constant_nodes;
 // Only when the
 // producer's output has no other reader and is not a graph output, as onnxruntime requires.
 std::vector<bool> onnxruntime_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
+
+// What rlflow's cuDNN graph runner (bench --target gpu; the h100 and gpu targets) fuses by itself: a
+// Relu that is the only reader of a Conv without an activation (the Conv's output not a graph
+// output) runs as that Conv's epilogue (cudnnConvolutionBiasActivationForward). By node id: the Relus.
+std::vector<bool> cudnn_runner_fused_nodes(const ir::Graph& g, const std::vector<bool>& constant);
+// The graph that runner runs for `g`: each Relu of cudnn_runner_fused_nodes folded into its Conv
+// (the Conv carries the activation, the Relu is gone). prepare_graph_gpu runs this.
+ir::Graph cudnn_runner_graph(const ir::Graph& g);
 
 // Called after each costed node with (done, total); lets a CLI show progress for slow backends.
 using CostProgress = std::function<void(size_t done, size_t total)>;

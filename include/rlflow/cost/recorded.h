@@ -46,6 +46,12 @@ class RecordedCostModel : public CostModel {
   std::string device_fingerprint() const override;
   std::string name() const override { return "recorded"; }
   std::string known_error() const override;
+  // The timings are rlflow's cuDNN runner's, and that runner runs a Conv's only-reader Relu as the
+  // Conv's epilogue (cudnn_runner_fused_nodes): priced so, whatever the fallback profile says.
+  std::vector<bool> runtime_fused(const ir::Graph& g, const std::vector<bool>& constant) const override {
+    return cudnn_runner_fused_nodes(g, constant);
+  }
+  bool fuses_conv_activation(ir::Activation a) const override { return a == ir::Activation::kRelu; }
   RecordedStats stats() const;
   const DeviceProfile& fallback() const { return fallback_.profile(); }
 
