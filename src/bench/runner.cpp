@@ -51,7 +51,7 @@ class OrtRunner : public Runner {
     auto hello = r->call(json{{"cmd", "hello"}});
     if (!hello)
       return Error::unsupported("onnxruntime is not usable through " + python_interpreter() + " " + script + ": " +
-                                hello.error().message + " (run scripts/setup, or set RLFLOW_PYTHON)");
+                                hello.error().message + " (run scripts/setup/setup, or set RLFLOW_PYTHON)");
     r->version_ = (*hello).value("onnxruntime", std::string("?"));
     return std::unique_ptr<Runner>(std::move(r));
   }

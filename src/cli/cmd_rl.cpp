@@ -321,7 +321,7 @@ void declare_train_agent(CLI::App& app, GlobalOptions& g, Subcommands& out) {
                       "DAgger rounds after cloning: the policy's own states labelled by greedy (overrides training.dagger_rounds)");
   c_train->add_option("--world-size", train.world_size,
                       "Data-parallel training over this many processes (libtorch c10d, gloo); start one per rank, or use "
-                      "scripts/train_ranks")
+                      "scripts/train/train_ranks")
       ->check(CLI::Range(1, 1024))->capture_default_str();
   c_train->add_option("--rank", train.rank, "This process's rank, 0..world-size-1; rank 0 writes --out and --log")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -1,5 +1,5 @@
 // Kernels for ONNX ops the IR carries verbatim. Semantics follow the ONNX operator specification;
-// each is checked against the ONNX backend node tests (scripts/node_tests).
+// each is checked against the ONNX backend node tests (scripts/checks/node_tests).
 #include "onnx_ops.h"
 
 #include <algorithm>

@@ -33,7 +33,7 @@ using ir::ValueRef;
 namespace {
 
 // Highest default-domain opset and IR version the linked ONNX library can check (onnx 1.19.1, from
-// scripts/build_onnx: opset 24, IR 12). Newer files are exported unchecked rather than refused.
+// scripts/setup/build_onnx: opset 24, IR 12). Newer files are exported unchecked rather than refused.
 int64_t max_known_opset() { return onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second; }
 int64_t max_known_ir_version() { return onnx::Version::IR_VERSION; }
 

@@ -1368,7 +1368,7 @@ Status Importer::check_arity(const onnx::NodeProto& n) const {
   // newer versions of an op only ever gained optional inputs, so then only the minimum is checked.
   if (!(n.domain().empty() || n.domain() == "ai.onnx")) return {};
   // ONNX's shape inference also divides by some attributes without checking them (a MaxPool with a
-  // zero stride stopped rlflow with SIGFPE in convPoolShapeInference; found by scripts/fuzz), and the
+  // zero stride stopped rlflow with SIGFPE in convPoolShapeInference; found by scripts/checks/fuzz), and the
   // schema does not bound their values. These names mean an extent or a count in every ONNX op.
   static const std::set<std::string> positive = {"strides", "dilations", "kernel_shape", "blocksize", "group", "num_outputs"};
   for (const auto& a : n.attribute()) {

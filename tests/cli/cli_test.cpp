@@ -381,7 +381,7 @@ TEST(Cli, OpsetTwentyThreeWritesTheRMSNormChainAsOneOp) {
   }
 }
 
-// The shipped agent (configs/agents/zoo-h100.pt, scripts/train_shipped_agent) loads and drives
+// The shipped agent (configs/agents/zoo-h100.pt, scripts/train/train_shipped_agent) loads and drives
 // `--search rl` when no --agent is given; a damaged or missing agent named by $RLFLOW_AGENT is one
 // clean error.
 TEST(Cli, SearchRlWithoutAnAgentUsesTheShippedOne) {
@@ -664,7 +664,7 @@ TEST(Cli, BenchBadInputIsACleanError) {
   EXPECT_EQ(t.code, 2) << t.err;
 }
 
-// onnxruntime comes from the project venv (scripts/setup); without it these tests skip.
+// onnxruntime comes from the project venv (scripts/setup/setup); without it these tests skip.
 static bool have_onnxruntime() {
   static const bool ok = rlflow({"bench", (kData / "tiny_cnn.onnx").string(), "--rounds", "1", "--warmup", "0", "--threads", "1"}).code == 0;
   return ok;
@@ -729,7 +729,7 @@ TEST(Cli, UnderTheOnnxruntimeCostFoldingWhatOnnxruntimeFoldsIsWorthNothing) {
   EXPECT_TRUE(j["steps"].empty()) << j["steps"].dump();
 }
 
-// train-agent across two processes (scripts/train_ranks: c10d/gloo on 127.0.0.1) ends where the
+// train-agent across two processes (scripts/train/train_ranks: c10d/gloo on 127.0.0.1) ends where the
 // one-process run ends: the same episodes, environment steps and best results, and the same
 // training curve up to floating-point summation order. Rank 0 alone writes the agent and the log.
 TEST(CliTrainAgent, TwoRankProcessesEqualOneProcess) {
@@ -743,7 +743,7 @@ TEST(CliTrainAgent, TwoRankProcessesEqualOneProcess) {
   ASSERT_EQ(one.code, 0) << one.err;
   const auto a = parse_json(one.out);
 
-  std::string cmd = "python3 " + quote((kData.parent_path().parent_path() / "scripts" / "train_ranks.py").string()) +
+  std::string cmd = "python3 " + quote((kData.parent_path().parent_path() / "scripts" / "train" / "train_ranks.py").string()) +
                     " --ranks 2 --timeout 120 --binary " + quote(RLFLOW_BINARY) + " --";
   for (size_t k = 1; k < common.size(); ++k) cmd += " " + quote(common[k]);
   cmd += " --out " + quote((dir / "two.pt").string()) + " >" + quote((dir / "two.json").string()) + " 2>" +

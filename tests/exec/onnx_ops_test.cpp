@@ -1,5 +1,5 @@
 // The executor's ONNX op table (ops the IR carries verbatim): values worked out by hand from the
-// ONNX operator specification. The ONNX backend node tests (scripts/node_tests) cover the breadth.
+// ONNX operator specification. The ONNX backend node tests (scripts/checks/node_tests) cover the breadth.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -186,7 +186,7 @@ TEST(OnnxOps, UnknownOpsAndUnimplementedAttributesAreNotSupported) {
 }  // namespace
 
 // Issue 41, case 7: where the spec leaves a value open, the executor computes what onnxruntime
-// does (scripts/check_folding.py tests this over random constant graphs against onnxruntime).
+// does (scripts/checks/check_folding.py tests this over random constant graphs against onnxruntime).
 TEST(OnnxOpsLikeOnnxruntime, SignOfNaNIsNaNAndEmptyMaxIsMinusInfinity) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   auto s = run({"Sign"}, {f32({3}, {nan, -2.f, 0.f})}, {{DType::kFloat32, {3}}});

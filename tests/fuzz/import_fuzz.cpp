@@ -1,5 +1,5 @@
 // libFuzzer target for the ONNX importer: any byte string must give a graph or a clean error,
-// never a crash, a sanitizer report, a hang or unbounded memory. Built by scripts/fuzz
+// never a crash, a sanitizer report, a hang or unbounded memory. Built by scripts/checks/fuzz
 // (clang, -fsanitize=fuzzer,address,undefined; CMake option RLFLOW_FUZZ).
 #include <cstddef>
 #include <cstdint>

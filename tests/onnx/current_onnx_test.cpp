@@ -1,6 +1,6 @@
-// rlflow links a current onnx (scripts/build_onnx), not Debian's 1.12: models saved by onnx >= 1.14
+// rlflow links a current onnx (scripts/setup/build_onnx), not Debian's 1.12: models saved by onnx >= 1.14
 // (IR >= 9) and opsets above 17 import, export and pass the checker. The fixtures are written by
-// scripts/make_test_models.py with the venv's onnx (1.19.1 since 2026-11-26; the fixtures date from 1.16).
+// scripts/corpus/make_test_models.py with the venv's onnx (1.19.1 since 2026-11-26; the fixtures date from 1.16).
 #include <gtest/gtest.h>
 
 #include "onnx/onnx_lib.h"

@@ -340,7 +340,7 @@ TEST(Malformed, ModelLocalFunctionsAreWrittenBack) {
   EXPECT_EQ(written.functions(0).SerializeAsString(), m.functions(0).SerializeAsString());
 }
 
-// Inputs scripts/fuzz found crashing the importer (under ASan/UBSan) before they were fixed: each
+// Inputs scripts/checks/fuzz found crashing the importer (under ASan/UBSan) before they were fixed: each
 // must now be a graph or a clean error.
 TEST(Malformed, FuzzFindingsImportCleanly) {
   const fs::path dir = kMalformed / "fuzz";

@@ -371,7 +371,7 @@ TEST(ReportHtml, NumbersAreShortAndCountsGrouped) {
 }
 
 // Renders a page to look at: RLFLOW_REPORT_HTML_OUT=page.html [RLFLOW_REPORT_HTML_IN=report.json]
-// (then scripts/report_screenshot page.html page.png). Skipped otherwise.
+// (then scripts/docs/report_screenshot page.html page.png). Skipped otherwise.
 TEST(ReportHtml, WritesAPageWhenAsked) {
   const char* out = std::getenv("RLFLOW_REPORT_HTML_OUT");
   if (!out || !*out) GTEST_SKIP() << "set RLFLOW_REPORT_HTML_OUT to write a page";

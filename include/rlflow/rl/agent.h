@@ -103,7 +103,7 @@ Expected<AgentInfo> read_agent_info(const std::string& path);
 
 // The agent `optimise --search rl` uses when none is named: $RLFLOW_AGENT, else the shipped
 // configs/agents/zoo-h100.pt (next to the binary, then in the source tree it was built from),
-// trained by scripts/train_shipped_agent.
+// trained by scripts/train/train_shipped_agent.
 std::string default_agent_path();
 
 // `rlflow optimise --search rl`: a greedy rollout and `rollouts` sampled ones of the trained
