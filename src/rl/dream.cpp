@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "rollout_optimizer.h"
 #include "rlflow/rl/world_model.h"
+#include "rlflow/util/clock.h"
 #include "world_model_data.h"
 
 namespace rlflow::rl::wm {
@@ -335,10 +336,6 @@ Expected<std::pair<wm::ControllerNet, PpoConfig>> load_controller(const std::str
   return std::make_pair(ctrl, *cfg);
 }
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Steps every environment of `batch`, from its reset observations `obs`, until each is done, with
 // the controller's actions (greedy or sampled) chosen for all active environments at once.
 // on_step(e, observation acted on, choice, step, unpenalised reward) sees every step. Returns the
@@ -357,7 +354,7 @@ double run_dream(wm::DreamBatch& batch, std::vector<Observation> obs, wm::Contro
     for (const auto& c : choices) acts.push_back(c.action);
     const auto ts = std::chrono::steady_clock::now();
     auto out = batch.step(active, acts);
-    seconds += since(ts);
+    seconds += seconds_since(ts);
     std::vector<size_t> still;
     for (size_t k = 0; k < active.size(); ++k) {
       const size_t e = active[k];
@@ -455,7 +452,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
                                             ++steps;
                                             eps[e].push_back(std::move(tr));
                                           });
-    const double t_collect = since(td);
+    const double t_collect = seconds_since(td);
     std::vector<ppo::Transition> data;
     for (auto& e : eps)
       for (auto& t : e) data.push_back(std::move(t));
@@ -480,7 +477,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     u.best_improvement = sum.real_score / 100;
     u.best_by_model = sum.real_improvement;
     u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
-    u.seconds = since(t0);
+    u.seconds = seconds_since(t0);
     ppo::record(us, u);
     if (log)
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"dream_steps", u.env_steps}, {"mean_return", u.mean_return},
@@ -516,7 +513,7 @@ Expected<DreamSummary> train_dream_agent(const DreamTrainOptions& o, const Train
     }
     sum.dream_greedy_score = 100 * mean / static_cast<double>(starts.size());
   }
-  sum.seconds = since(t0);
+  sum.seconds = seconds_since(t0);
   sum.dream_step_ms = sum.dream_steps ? 1e3 * sum.dream_seconds / static_cast<double>(sum.dream_steps) : 0.0;
   std::vector<std::string> rule_names;
   for (const auto* r : w->rules) rule_names.push_back(r->name);

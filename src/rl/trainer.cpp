@@ -21,16 +21,13 @@
 #include "imitation.h"
 #include "ppo.h"
 #include "rlflow/rl/agent.h"
+#include "rlflow/util/clock.h"
 
 namespace rlflow::rl {
 
 namespace {
 
 using json = nlohmann::json;
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 struct Episode {
   size_t model = 0;
@@ -305,7 +302,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
       if (!gathered) return gathered.error();
       all = gathered->index_select(0, std::get<1>(gathered->select(1, 0).sort()));  // rank order -> episode order
     }
-    const double t_collect = since(tu);
+    const double t_collect = seconds_since(tu);
     auto acc = all.accessor<double, 2>();
     std::vector<ppo::Transition> data;
     ppo::Shard shard;
@@ -350,7 +347,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
     u.best_by_model = c.best;
     u.env_steps_per_s = t_collect > 0 ? static_cast<double>(steps) / t_collect : 0.0;
     u.real_step_ms = steps ? 1e3 * step_seconds / static_cast<double>(steps) : 0.0;
-    u.seconds = since(t0);
+    u.seconds = seconds_since(t0);
     ppo::record(*st, u);
     if (log.is_open()) {
       log << json{{"update", u.update}, {"episodes", u.episodes}, {"env_steps", u.env_steps}, {"mean_return", u.mean_return},
@@ -371,7 +368,7 @@ Expected<TrainSummary> train_agent(const TrainOptions& o, const TrainProgress& p
   sum.episodes = c.episodes;
   sum.env_steps = c.env_steps;
   sum.env_seconds = c.env_seconds;
-  sum.seconds = since(t0);
+  sum.seconds = seconds_since(t0);
   sum.best_improvement = c.best;
   sum.episodes_to_best = c.best_episode;
   sum.env_steps_to_best = c.best_steps;

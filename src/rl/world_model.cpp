@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "dream.h"
 #include "rlflow/util/file_io.h"
+#include "rlflow/util/clock.h"
 #include "world_model_data.h"
 #include "world_model_net.h"
 #include "yaml_fields.h"
@@ -45,10 +46,6 @@ void visit_wm(WorldModelConfig& c, F&& f) {
   f("training.max_grad_norm", c.max_grad_norm);
   f("data.noop_share", c.noop_share);
   f("data.policy_epsilon", c.policy_epsilon);
-}
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -305,7 +302,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     }
     data.episodes.push_back(std::move(*e));
   }
-  sum.collect_seconds = since(tc);
+  sum.collect_seconds = seconds_since(tc);
   sum.real_step_ms = sum.real_steps ? 1e3 * step_seconds / static_cast<double>(sum.real_steps) : 0.0;
   if (sum.collected > 0)
     if (auto st = wm::write_data(data_path, data); !st.ok()) return st.error();
@@ -443,7 +440,7 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     last = wm::evaluate_world_model(members[0], held, Z, N, L, cfg, rstd);
     last.epoch = epoch + 1;
     last.train_loss = batches ? loss_sum / batches : 0.0;
-    last.seconds = since(t0);
+    last.seconds = seconds_since(t0);
     if (log)
       log << json{{"epoch", last.epoch},       {"train_loss", last.train_loss},       {"heldout_nll", last.nll},
                   {"reward_mse", last.reward_mse}, {"done_accuracy", last.done_accuracy}, {"mask_accuracy", last.mask_accuracy},
@@ -463,9 +460,9 @@ Expected<WorldModelSummary> train_world_model(const WorldModelTrainOptions& o, c
     last = wm::evaluate_world_model(members[0], held, Z, N, L, cfg, rstd);
     last.epoch = start_epoch;
     last.train_loss = train_loss;
-    last.seconds = since(t0);
+    last.seconds = seconds_since(t0);
   }
-  sum.train_seconds = since(tt);
+  sum.train_seconds = seconds_since(tt);
   sum.last = last;
   RLFLOW_TRY_STATUS(save(std::max(cfg.epochs, start_epoch), last));
   return sum;
