@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "flags.h"
 #include "progress.h"
 #include "rlflow/bench/bench.h"
 #include "rlflow/cli/app.h"
@@ -187,6 +188,37 @@ int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
   line.finish();
   if (g.json) std::cout << json_text(json{{"ok", true}, {"target", o.target}, {"runs", runs}}) << std::endl;
   return kOk;
+}
+
+void declare_run_bench(CLI::App& app, GlobalOptions& g, Subcommands& out) {
+  auto run_o = std::make_shared<RunOptions>();
+  auto bench_o = std::make_shared<BenchCmdOptions>();
+  auto& run = *run_o;
+  auto& bench = *bench_o;
+  auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");
+  c_run->add_option("model", run.model, "ONNX model")->required();
+  c_run->add_option("--data-dir", run.data_dir, "Folder with input_N.pb and output_N.pb")->required();
+  c_run->add_option("--atol", run.atol, "Absolute tolerance")->check(kTolerance)->capture_default_str();
+  c_run->add_option("--rtol", run.rtol, "Relative tolerance")->check(kTolerance)->capture_default_str();
+  c_run->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_bench = app.add_subcommand("bench", "Measure ONNX files end to end on a target: median latency and speedup over the first file, with confidence intervals");
+  c_bench->add_option("files", bench.files, "ONNX models; the first is the baseline")->required();
+  c_bench->add_option("--target", bench.target,
+                      "The words optimise --target uses: ort (onnxruntime CPU), gpu or h100 (rlflow's GPU runner: each file prepared "
+                      "once, buffers and algorithms settled, then replayed as one captured CUDA graph; cudnn is the same); and cpu "
+                      "(rlflow's reference executor)")
+      ->check(CLI::IsMember({"ort", "gpu", "h100", "cudnn", "cpu"}))->capture_default_str();
+  c_bench->add_option("--threads", bench.threads, "Comma-separated thread counts, 'all' = every core (default: ort 1,all; cpu 1)");
+  c_bench->add_option("--rounds", bench.bench.rounds, "Timed runs of each file, one per round, in a new random order each round")->check(kAtLeastOne)->capture_default_str();
+  c_bench->add_option("--warmup", bench.bench.warmup, "Untimed runs of each file first")->check(kNonNegative)->capture_default_str();
+  c_bench->add_option("--max-seconds", bench.bench.max_seconds, "Stop after the round that passes this time (at least 10 rounds; 0: no limit)")->check(kNonNegative)->capture_default_str();
+  c_bench->add_option("--confidence", bench.bench.confidence, "Confidence level of the intervals")->check(CLI::Range(0.5, 0.999))->capture_default_str();
+  c_bench->add_option("--seed", bench.bench.seed, "Seed of the inputs and of the run order")->check(kNonNegative)->capture_default_str();
+  c_bench->add_option("--input-shape", bench.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_bench->add_flag("--json", g.json, "Print one JSON document");
+  out.push_back({c_run, [&g, run_o] { return cmd_run(g, *run_o); }});
+  out.push_back({c_bench, [&g, bench_o] { return cmd_bench(g, *bench_o); }});
 }
 
 }  // namespace rlflow::cli

@@ -1,5 +1,7 @@
-// `rlflow optimise`: the pipeline (include/rlflow/pipeline/optimise.h) with a progress line on a
-// terminal, its report on stdout, and its error as an exit code.
+// `rlflow optimise`: its flags, bound to the pipeline's options (include/rlflow/pipeline/optimise.h),
+// a progress line on a terminal, the report on stdout, and the error as an exit code.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,8 +11,11 @@
 #include <memory>
 
 #include "commands.h"
+#include "flags.h"
 #include "progress.h"
 #include "rlflow/cli/app.h"
+#include "rlflow/cost/factory.h"
+#include "rlflow/ir/composites.h"
 #include "rlflow/search/registry.h"
 
 namespace rlflow::cli {
@@ -135,6 +140,97 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   if (g.json) std::cout << json_text(report->to_json()) << std::endl;
   else report->print(stdout);
   return kOk;
+}
+
+namespace {
+
+// The registered fusions for help text: "layer_norm, gelu, ..." or, with ops, "layer_norm ->
+// LayerNormalization (17), ...".
+std::string fusion_list(bool with_ops) {
+  std::string out;
+  for (const auto& f : ir::fusions()) {
+    out += (out.empty() ? "" : ", ") + f.name;
+    if (with_ops) out += fmt::format(" -> {} ({})", f.onnx_op, f.since_opset);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<OptimiseOptions> declare_optimise(CLI::App& app, GlobalOptions& g, Subcommands& out) {
+  auto o = std::make_shared<OptimiseOptions>();
+  auto& opt = *o;
+  auto* c_opt = app.add_subcommand("optimise", "Rewrite a model into a faster equivalent one");
+  c_opt->alias("optimize");
+  c_opt->add_option("model", opt.model, "ONNX model")->required();
+  c_opt->add_option("-o,--output", opt.output, "Where to write the optimised model")->required();
+  c_opt->add_option("--report", opt.report_html,
+                    "Also write an HTML page (self-contained) of what changed: op histograms, each fusion and rewrite with its cost, "
+                    "cost by op type, measured latencies, verification");
+  c_opt->add_option("--search", opt.search, "Search strategy: " + pipeline::search_help())
+      ->check(CLI::IsMember(pipeline::search_names()))
+      ->capture_default_str();
+  c_opt->add_option("--alpha", opt.strategy.alpha, "taso: keep graphs whose cost is below alpha x the best")->check(kPositive)->capture_default_str();
+  c_opt->add_option("--budget", opt.budget, "Graphs expanded at most (greedy: steps)")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--time-limit", opt.time_limit_s,
+                    "Search wall-time limit in seconds, 0: none (default: 10, none with --deterministic)")
+      ->check(kNonNegative);
+  c_opt->add_option("--memory-limit", opt.memory_mb,
+                    "Memory the run may use, MiB (default: 3/4 of this machine's); a model whose run needs more is refused "
+                    "(exit 3), and the search stores graphs in at most a quarter of it")
+      ->check(kPositive);
+  c_opt->add_option("--rules", opt.rules_file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_opt->add_flag("--all-rules", opt.all_rules, "Use every verified rule, numerically verified ones included, not just the proved default set");
+  c_opt->add_flag("--composites,!--no-composites", opt.composites,
+                  "Fuse decomposed chains (GELU, LayerNorm, RMSNorm, ...) into single ops before searching (default on; not with --search none)");
+  c_opt->add_option("--disable-fusion", opt.disabled_fusions,
+                    "Leave these fusions' chains as they are (repeat, or a comma list): " + fusion_list(false))
+      ->delimiter(',');
+  add_opset_option(c_opt, opt.opset,
+                   "The output's default-domain opset. auto (default): the newest the target's runtime runs (`rlflow targets`), at least "
+                   "the input's, where a chain fuses there and not at the input's (" + fusion_list(true) + "); a model "
+                   "with nothing to fuse, or written as it is, keeps its own. "
+                   "keep: the input's. N: that opset (refused when an op rlflow keeps verbatim changes between the two)");
+  c_opt->add_option("--target", opt.target, "Where the model will run: ort (onnxruntime on this CPU), h100, or gpu (this machine's GPU); `rlflow targets` describes each")
+      ->check(CLI::IsMember(pipeline::target_names()))->capture_default_str();
+  c_opt->add_option("--cost-model", opt.cost.kind, cost::cost_model_help("the --target's: ort -> ort, h100 -> recorded, gpu -> cudnn"))
+      ->check(CLI::IsMember(cost::cost_model_kinds()))
+      ->capture_default_str();
+  c_opt->add_flag("--deterministic", opt.cost.deterministic,
+                  "Exactly reproducible: a measured cost model (cpu, cudnn) gives way to the analytic one (recorded and ort are "
+                  "deterministic already), no time limit, no measuring");
+  c_opt->add_option("--device-profile", opt.cost.device_profile, "Analytic device profile (configs/devices/NAME.yaml)");
+  c_opt->add_option("--cost-table", opt.cost.cost_table, "recorded: table of measured op timings (default configs/devices/h100-cost-table.json)");
+  c_opt->add_option("--measure", opt.measure,
+                    "Measure the result against the input on the target before writing it: auto (when the target runs here; not with "
+                    "--deterministic), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  c_opt->add_option("--bench-rounds", opt.bench.rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")
+      ->check(CLI::Range(0, max_threads()))->capture_default_str();
+  c_opt->add_option("--bench-max-seconds", opt.bench.max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
+      ->check(kPositive)->capture_default_str();
+  c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--input-shape", opt.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_opt->add_option("--fix", opt.fixed_dims,
+                    "Specialise a symbolic dim for good, e.g. batch=1 (repeatable): it is static in the output, the other "
+                    "symbols stay dynamic and are verified at other sizes");
+  c_opt->add_flag("--verify,!--no-verify", opt.verify, "Check the result against the original (default on)");
+  c_opt->add_option("--seed", opt.seed, "Seed for verification inputs")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--atol", opt.compare.atol, "Absolute tolerance of verification")->check(kTolerance)->capture_default_str();
+  c_opt->add_option("--rtol", opt.compare.rtol, "Relative tolerance of verification")->check(kTolerance)->capture_default_str();
+  c_opt->add_option("--agent", opt.rl.agent_path,
+                    "rl: the agent checkpoint (rlflow train-agent --out; default: the shipped configs/agents/zoo-h100.pt, "
+                    "trained on three zoo CNNs under the recorded H100 cost)");
+  c_opt->add_option("--rollouts", opt.rl.rollouts, "rl: sampled rollouts after the greedy one; the best graph wins")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam", opt.rl.beam, "rl: then a policy-guided beam search of this width (0: none)")->check(kNonNegative)->capture_default_str();
+  c_opt->add_option("--beam-branch", opt.rl.beam_branch, "rl: rewrites the policy proposes per beam state")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_flag("--polish", opt.rl.polish, "rl: then greedy descent from the agent's best graph to a local optimum");
+  c_opt->add_flag("--never-below-greedy", opt.rl.never_below_greedy,
+                  "rl: then greedy search from the input too (in what is left of the limits), and return its graph when the agent's is not cheaper (reported)");
+  c_opt->add_flag("--json", g.json, "Print one JSON document");
+  out.push_back({c_opt, [&g, o] { return cmd_optimise(g, *o); }});
+  return o;
 }
 
 }  // namespace rlflow::cli

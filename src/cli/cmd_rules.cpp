@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "flags.h"
 #include "rlflow/util/file_io.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/exec/compare.h"
@@ -437,6 +438,53 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
   if (!o.out.empty()) std::printf("wrote %zu rules to %s\n", res.rules.size(), o.out.c_str());
   if (!o.merge_into.empty()) std::printf("merged %zu generated rules into %s (%zu rules in all)\n", res.rules.size(), o.merge_into.c_str(), lib.rules.size());
   return kOk;
+}
+
+void declare_rules(CLI::App& app, GlobalOptions& g, Subcommands& out) {
+  auto o = std::make_shared<RulesOptions>();
+  auto& rules = *o;
+  auto* c_rules = app.add_subcommand("rules", "The substitution library: list and verify rules");
+  c_rules->require_subcommand(1);
+  auto* c_rlist = c_rules->add_subcommand("list", "Each rule's name, size, provenance and verification status, and totals");
+  c_rlist->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rlist->add_flag("--summary", rules.summary, "Only the totals");
+  c_rlist->add_flag("--json", g.json, "Print one JSON document");
+  auto* c_rverify = c_rules->add_subcommand("verify", "Check every rule numerically on its instances (reference executor, float64)");
+  c_rverify->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rverify->add_option("--rule", rules.only, "Only these rules (repeatable)");
+  c_rverify->add_flag("--write", rules.write, "Record each rule's status in the rule file");
+  c_rverify->add_flag("--prove", rules.prove, "Then prove each passing rule with Z3 (status: proved, or numerically verified only)");
+  c_rverify->add_option("--timeout", rules.prove_timeout, "Seconds per rule for --prove")->check(kPositive)->capture_default_str();
+  c_rverify->add_option("--dump-smt2", rules.dump_smt2, "With --prove: write each rule's SMT-LIB query into this directory");
+  c_rverify->add_option("--jobs", rules.jobs, "Rules checked in parallel (one Z3 context each)")->capture_default_str()->check(CLI::Range(1, 256));
+  c_rverify->add_option("--sample", rules.sample, "Only N rules drawn at random (with --seed) from those selected; 0: all")
+      ->check(kNonNegative)->capture_default_str();
+  c_rverify->add_option("--seed", rules.seed, "Seed for --sample")->check(kNonNegative)->capture_default_str();
+  c_rverify->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_rbench = c_rules->add_subcommand("bench", "Match time, applications per second and a random-chain semantic check on models");
+  c_rbench->add_option("models", rules.models, "ONNX models")->required();
+  c_rbench->add_option("--rules", rules.file, "Rule file (default: the shipped configs/rules/default.json)");
+  c_rbench->add_option("--applications", rules.applications, "Random rewrites checked per model")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--chain", rules.chain, "Applications per chain; each chain's result is run against the original")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--repeats", rules.repeats, "Timing repetitions (median)")->check(kAtLeastOne)->capture_default_str();
+  c_rbench->add_option("--seed", rules.seed, "Seed of the random chains")->check(kNonNegative)->capture_default_str();
+  c_rbench->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_rgen = c_rules->add_subcommand("generate", "Enumerate small graphs, pair equal ones into rules, verify and prune them");
+  c_rgen->add_option("--depth", rules.depth, "Ops per enumerated graph, at most")->capture_default_str();
+  c_rgen->add_option("--world", rules.worlds, "Variable worlds: conv, matmul (repeatable; default both)");
+  c_rgen->add_option("--out", rules.out, "Write the generated rules (only) to this rule file");
+  c_rgen->add_option("--merge-into", rules.merge_into, "Replace the generated rules of this rule file, keeping the others");
+  c_rgen->add_option("--rules", rules.file, "Library whose rules generated duplicates are checked against (default: the shipped one)");
+  c_rgen->add_option("--zoo", rules.zoo, "ONNX models: rules matching one of them form the default set (repeatable)");
+  c_rgen->add_option("--max-group", rules.max_group, "Pair each graph with at most this many smaller equal ones")->check(kAtLeastOne)->capture_default_str();
+  c_rgen->add_option("--derivation-steps", rules.derivation_steps, "Drop rules that this many applications of smaller rules derive")->check(kNonNegative)->capture_default_str();
+  c_rgen->add_flag("--json", g.json, "Print one JSON document");
+  out.push_back({c_rlist, [&g, o] { return cmd_rules_list(g, *o); }});
+  out.push_back({c_rverify, [&g, o] { return cmd_rules_verify(g, *o); }});
+  out.push_back({c_rbench, [&g, o] { return cmd_rules_bench(g, *o); }});
+  out.push_back({c_rgen, [&g, o] { return cmd_rules_generate(g, *o); }});
 }
 
 }  // namespace rlflow::cli

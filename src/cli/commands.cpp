@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "flags.h"
 
 #include <spdlog/spdlog.h>
 
@@ -213,6 +214,20 @@ int cmd_run(const GlobalOptions& g, const RunOptions& o) {
   if (g.json) std::cout << json_text(json{{"ok", ok}, {"max_abs_diff", worst}, {"outputs", per}}) << std::endl;
   else std::printf("%s: %s (max abs diff %.3g)\n", o.model.c_str(), ok ? "match" : "MISMATCH", worst);
   return ok ? kOk : kVerificationFailed;
+}
+
+void declare_info(CLI::App& app, GlobalOptions& g, Subcommands& out) {
+  auto o = std::make_shared<InfoOptions>();
+  auto& info = *o;
+  auto* c_info = app.add_subcommand("info", "Inputs, outputs, op histogram, parameters and FLOPs of a model");
+  c_info->add_option("model", info.model, "ONNX model")->required();
+  c_info->add_option("--input-shape", info.input_shapes, "Static shape for an input, e.g. x:1,3,224,224 (repeatable)");
+  c_info->add_flag("--json", g.json, "Print one JSON document");
+
+  auto* c_targets = app.add_subcommand("targets", "The targets --target takes: runtime, device, cost model, opsets, fused ops, runtime fusions, measurable here");
+  c_targets->add_flag("--json", g.json, "Print one JSON document");
+  out.push_back({c_info, [&g, o] { return cmd_info(g, *o); }});
+  out.push_back({c_targets, [&g] { return cmd_targets(g); }});
 }
 
 }  // namespace rlflow::cli

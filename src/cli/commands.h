@@ -109,6 +109,11 @@ using Subcommands = std::vector<Subcommand>;
 // Commands that declare their own flags, bound straight to their library options (the options live
 // as long as the returned entries): each adds its subcommands to `app` and its entries to `out`.
 // --json sets g.json, which the entries read when they run.
+void declare_info(CLI::App& app, GlobalOptions& g, Subcommands& out);               // commands.cpp (info, targets)
+// Also returns the options the command line fills (parse_optimise_args reads them).
+std::shared_ptr<OptimiseOptions> declare_optimise(CLI::App& app, GlobalOptions& g, Subcommands& out);  // cmd_optimise.cpp
+void declare_run_bench(CLI::App& app, GlobalOptions& g, Subcommands& out);          // cmd_bench.cpp (run, bench)
+void declare_rules(CLI::App& app, GlobalOptions& g, Subcommands& out);              // cmd_rules.cpp
 void declare_cost(CLI::App& app, GlobalOptions& g, Subcommands& out);               // cmd_cost.cpp
 void declare_train_agent(CLI::App& app, GlobalOptions& g, Subcommands& out);        // cmd_rl.cpp
 void declare_train_world_model(CLI::App& app, GlobalOptions& g, Subcommands& out);  // cmd_rl.cpp

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to the CLI: the checks and option helpers every command's flags share. Each subcommand
-// declares its own flags (declare_* in app.cpp and the cmd_*.cpp files) with these.
+// declares its own flags (declare_* in the cmd_*.cpp files and commands.cpp) with these.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
