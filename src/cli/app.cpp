@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "rlflow/bench/ort_cost.h"
-#include "rlflow/rl/agent.h"
+#include "rlflow/pipeline/rl_module.h"
 #include "rlflow/util/file_io.h"
 
 namespace rlflow::cli {
@@ -91,7 +91,7 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
 // above cost and search register there (bench's ort-measured backend, rl's agent strategy).
 void register_modules() {
   bench::register_cost_backends();
-  rl::register_search_strategy();
+  pipeline::register_rl_strategy();
 }
 
 constexpr const char* kDescription = "rlflow: a graph-level optimiser for ONNX models";

@@ -18,6 +18,7 @@
 #include "rlflow/cost/recorded.h"
 #include "rlflow/pipeline/load.h"
 #include "rlflow/pipeline/report_html.h"
+#include "rlflow/pipeline/rl_module.h"
 #include "rlflow/pipeline/setup.h"
 #include "rlflow/rules/library_io.h"
 #include "rlflow/search/registry.h"
@@ -264,14 +265,14 @@ Status explain_changes(const ir::Graph& original, const ir::Graph& fused, const 
 }  // namespace
 
 std::vector<std::string> search_names() {
-  rl::register_search_strategy();
+  register_rl_strategy();
   auto names = search::strategy_names();
   names.push_back("none");
   return names;
 }
 
 std::string search_help() {
-  rl::register_search_strategy();
+  register_rl_strategy();
   return search::strategy_help() + ", or none (no search: the input verified and written back)";
 }
 
@@ -542,7 +543,7 @@ Expected<OptimiseReport> optimise_at_opsets(const OptimiseOptions& o, const Opti
 }  // namespace
 
 Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks) {
-  rl::register_search_strategy();  // --search rl: the agent, from rlflow_rl
+  register_rl_strategy();  // --search rl: the agent, from the RL module
   auto report = optimise_at_opsets(o, hooks);
   // The path was checked before any work; a page that cannot be written after all leaves the model
   // written (it passed every check) and says so.

@@ -1,15 +1,14 @@
 // `train-agent` (the GNN + PPO agent on one or more models, or a controller in a world model's dream)
 // and `train-world-model` (real rollouts and the MDN-RNN world model fitted to them) as library calls
-// (include/rlflow/pipeline/train.h).
+// (include/rlflow/pipeline/train.h): the checks of every number and path, before any work, and the
+// reports. The training itself is the RL module's (src/rl/train_commands.cpp, loaded on demand).
 #include "rlflow/pipeline/train.h"
-
-#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <filesystem>
 
 #include "rlflow/onnx/model_io.h"
-#include "rlflow/pipeline/setup.h"
+#include "rlflow/pipeline/rl_module.h"
 #include "rlflow/rules/library_io.h"
 #include "rlflow/util/file_io.h"
 
@@ -76,71 +75,6 @@ Status check_outputs(const TrainCommonOptions& o, const std::vector<std::string>
   return {};
 }
 
-// The trainers' setup: the models as `optimise` searches them (at its --opset, composites fused), the
-// selected rules, and the target's cost (the agent trains on the cost it is judged by).
-Expected<Setup> load_inputs(const TrainCommonOptions& o) {
-  SetupOptions so;
-  so.models = o.models;
-  so.input_shapes = o.input_shapes;
-  so.search_opset = o.opset;
-  so.load_rules = true;
-  so.rules_file = o.rules_file;
-  so.all_rules = o.all_rules;
-  so.rules_needed_for = "train with";
-  so.build_cost = true;
-  so.target = o.target;
-  so.cost = o.cost;
-  return setup(so);
-}
-
-std::vector<rl::TrainModel> train_models(Setup& in) {
-  std::vector<rl::TrainModel> out;
-  for (auto& m : in.models) out.push_back({m.path, std::move(m.graph)});
-  return out;
-}
-
-// --config for the agent commands. Without it, a model-free agent trains with the configuration that
-// measures best (configs/agent/ppo-imitation.yaml: PPO alone learns to stop, see docs/rl.md); a dream
-// controller with the built-in defaults (configs/agent/ppo.yaml), as the model-based studies did.
-Expected<rl::PpoConfig> ppo_config(const TrainAgentOptions& o, bool model_free) {
-  if (!o.common.config.empty()) return rl::load_ppo_config(o.common.config);
-  if (model_free) return rl::load_ppo_config(find_shipped("configs/agent/ppo-imitation.yaml", "RLFLOW_AGENT_CONFIG"));
-  return rl::PpoConfig{};
-}
-
-Expected<TrainAgentReport> train_in_dream(const TrainAgentOptions& o, Setup& in, const TrainAgentHooks& hooks) {
-  const TrainCommonOptions& c = o.common;
-  rl::DreamTrainOptions d;
-  auto cfg = ppo_config(o, /*model_free=*/false);
-  if (!cfg) return cfg.error();
-  d.config = *cfg;
-  d.world_model = o.world_model;
-  d.models = train_models(in);
-  d.library = &in.library;
-  d.cost = in.cost.get();
-  d.target = c.target;
-  d.cost_model = in.cost->name();
-  d.episodes = c.episodes;
-  d.temperature = o.temperature;
-  d.uncertainty_penalty = o.uncertainty_penalty;
-  d.batch = o.dream_batch;
-  d.eval_every = o.eval_every;
-  d.seed = c.seed;
-  d.out = c.out;
-  d.log_path = c.log_path();
-  auto sum = rl::train_dream_agent(d, hooks.update);
-  if (!sum) return sum.error();
-  TrainAgentReport r;
-  r.agent = c.out;
-  r.log = d.log_path;
-  r.cost_model = d.cost_model;
-  r.world_model = o.world_model;
-  r.temperature = o.temperature;
-  r.uncertainty_penalty = o.uncertainty_penalty;
-  r.dream = std::move(*sum);
-  return r;
-}
-
 // Per model, the greedy rollout's steps as [rule, location, reward] ("" rule: NO-OP).
 json traces(const std::map<std::string, std::vector<rl::TraceStep>>& t) {
   json out = json::object();
@@ -155,48 +89,14 @@ json traces(const std::map<std::string, std::vector<rl::TraceStep>>& t) {
 }  // namespace
 
 Expected<TrainAgentReport> train_agent(const TrainAgentOptions& o, const TrainAgentHooks& hooks) {
-  const TrainCommonOptions& c = o.common;
   if (!o.world_model.empty() && o.world_size > 1)
     return Error::unsupported("--world-size > 1 trains the model-free agent; the dream controller (--world-model) trains in one process");
   RLFLOW_TRY_STATUS(check_numbers(o));
   // Only rank 0 writes the checkpoint and the log.
-  if (o.rank == 0) RLFLOW_TRY_STATUS(check_outputs(c, {o.world_model}));
-  auto in = load_inputs(c);
-  if (!in) return in.error();
-  if (!o.world_model.empty()) return train_in_dream(o, *in, hooks);
-  rl::TrainOptions t;
-  auto cfg = ppo_config(o, /*model_free=*/true);
-  if (!cfg) return cfg.error();
-  t.config = *cfg;
-  if (o.imitation_epochs >= 0) t.config.imitation_epochs = o.imitation_epochs;
-  if (o.dagger_rounds >= 0) t.config.dagger_rounds = o.dagger_rounds;
-  t.models = train_models(*in);
-  t.rules = in->rules;
-  t.cost = in->cost.get();
-  t.target = c.target;
-  t.cost_model = in->cost->name();
-  t.episodes = c.episodes;
-  t.seed = c.seed;
-  t.out = c.out;
-  t.resume = c.resume;
-  t.log_path = c.log_path();
-  t.world_size = o.world_size;
-  t.rank = o.rank;
-  t.master = o.master;
-  t.on_phase = hooks.phase;
-  t.on_episode = hooks.episode;
-  spdlog::info("training on {} model(s), {} rules, cost model {}", t.models.size(), t.rules.size(), t.cost_model);
-  auto sum = rl::train_agent(t, hooks.update);
-  if (!sum) return sum.error();
-  TrainAgentReport r;
-  r.agent = c.out;
-  r.log = t.log_path;
-  r.cost_model = t.cost_model;
-  r.rules = t.rules.size();
-  r.rank = t.rank;
-  r.dagger_rounds = t.config.dagger_rounds;
-  r.trained = std::move(*sum);
-  return r;
+  if (o.rank == 0) RLFLOW_TRY_STATUS(check_outputs(o.common, {o.world_model}));
+  auto module = rl_module("train-agent");
+  if (!module) return module.error();
+  return (*module)->train_agent(o, hooks);
 }
 
 json TrainAgentReport::to_json() const {
@@ -292,45 +192,9 @@ Expected<TrainWorldModelReport> train_world_model(const TrainWorldModelOptions& 
   RLFLOW_TRY_STATUS(check_numbers(c));
   const DataFile data{o.data, o.data.empty() ? c.out + ".data" : o.data};
   RLFLOW_TRY_STATUS(check_outputs(c, {o.encoder_agent, o.policy}, &data));
-  auto in = load_inputs(c);
-  if (!in) return in.error();
-  rl::WorldModelTrainOptions w;
-  if (!c.config.empty()) {
-    auto cfg = rl::load_world_model_config(c.config);
-    if (!cfg) return cfg.error();
-    w.config = *cfg;
-  }
-  w.models = train_models(*in);
-  w.rules = in->rules;
-  w.cost = in->cost.get();
-  w.encoder_agent = o.encoder_agent;
-  w.policy = o.policy;
-  if (!o.encoder_agent.empty()) {
-    // The encoder agent fixes the rules (its xfers), whatever --rules/--all-rules say.
-    auto info = rl::read_agent_info(o.encoder_agent);
-    if (!info) return info.error();
-    auto rules = rl::lookup_rules(in->library, info->rules, o.encoder_agent);
-    if (!rules) return rules.error();
-    w.rules = std::move(*rules);
-  }
-  w.episodes = c.episodes;
-  w.seed = c.seed;
-  w.out = c.out;
-  w.data_path = o.data;
-  w.resume = c.resume;
-  w.log_path = c.log_path();
-  w.on_phase = hooks.phase;
-  w.on_episode = hooks.episode;
-  if (hooks.start) hooks.start(w);
-  auto sum = rl::train_world_model(w, hooks.epoch);
-  if (!sum) return sum.error();
-  TrainWorldModelReport r;
-  r.world_model = c.out;
-  r.log = w.log_path;
-  r.encoder_agent = o.encoder_agent;
-  r.by_policy = !o.policy.empty();
-  r.summary = std::move(*sum);
-  return r;
+  auto module = rl_module("train-world-model");
+  if (!module) return module.error();
+  return (*module)->train_world_model(o, hooks);
 }
 
 json TrainWorldModelReport::to_json() const {

@@ -14,6 +14,7 @@
 #include "rlflow/cli/app.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/report_html.h"
+#include "rlflow/rl/module.h"
 #include "rlflow/util/file_io.h"
 
 namespace py = pybind11;
@@ -80,6 +81,7 @@ std::string report_html(const std::string& json_text) {
 
 PYBIND11_MODULE(_rlflow, m) {
   m.doc() = "rlflow's native module: use the rlflow package's functions instead";
+  pipeline::use_rl_module(&rl::module());  // linked in: no librlflow_rl.so to find beside a binary
   m.def("optimise", &optimise, py::arg("args"), py::arg("progress") = py::none(), py::arg("line") = false);
   m.def("run_json", &run_json, py::arg("args"));
   m.def("report_html", &report_html, py::arg("report_json"));

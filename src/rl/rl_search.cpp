@@ -11,6 +11,7 @@
 #include "ppo.h"
 #include "rollout_optimizer.h"
 #include "rlflow/rl/agent.h"
+#include "rlflow/rl/module.h"
 #include "rlflow/search/combinators.h"
 #include "rlflow/search/registry.h"
 #include "rlflow/util/file_io.h"
@@ -201,8 +202,6 @@ Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary&
   return out;
 }
 
-std::string default_agent_path() { return find_shipped("configs/agents/zoo-h100.pt", "RLFLOW_AGENT"); }
-
 namespace {
 
 // --polish and --never-below-greedy as search combinators around the agent. The greedy searches
@@ -258,19 +257,13 @@ Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOpt
   return combine(std::make_unique<RlOptimizer>(info->config, std::move(*rules), model, std::move(net), o), o, model);
 }
 
-namespace {
-
-RlSearchOptions settings_of(const std::any& settings) {
-  RlSearchOptions o;
-  if (const auto* given = std::any_cast<RlSearchOptions>(&settings)) o = *given;
-  if (o.agent_path.empty()) o.agent_path = default_agent_path();
-  return o;
-}
-
 // The agent brings its own rules (named in its checkpoint) and says what it was trained under.
-Expected<search::BuiltStrategy> make_rl_strategy(const search::StrategyInputs& in) {
+Expected<search::BuiltStrategy> make_search_strategy(const search::StrategyInputs& in) {
   if (!in.library) return Error::internal("search strategy 'rl': no rule library to look the agent's rules up in");
-  const RlSearchOptions o = settings_of(in.settings);
+  // The registry's entry (pipeline/rl_module.cpp) resolved the settings: the agent's path is set.
+  const auto* given = std::any_cast<RlSearchOptions>(&in.settings);
+  if (!given || given->agent_path.empty()) return Error::internal("search strategy 'rl': its settings name no agent");
+  const RlSearchOptions& o = *given;
   auto info = read_agent_info(o.agent_path);
   if (!info) return info.error();
   search::BuiltStrategy out;
@@ -293,23 +286,6 @@ Expected<search::BuiltStrategy> make_rl_strategy(const search::StrategyInputs& i
   if (!opt) return opt.error();
   out.optimizer = std::move(*opt);
   return out;
-}
-
-}  // namespace
-
-void register_search_strategy() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    search::Strategy s;
-    s.name = "rl";
-    s.help = "a trained agent, --agent";
-    s.needs_rules = false;
-    s.budget_counts_actions = true;
-    s.reads = [](const std::any& settings) { return std::vector<std::string>{settings_of(settings).agent_path}; };
-    s.make = make_rl_strategy;
-    // Only a built-in name or an empty maker is refused, and this is neither.
-    (void)search::register_strategy(std::move(s));
-  });
 }
 
 }  // namespace rlflow::rl

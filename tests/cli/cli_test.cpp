@@ -402,6 +402,46 @@ TEST(Cli, SearchRlWithoutAnAgentUsesTheShippedOne) {
   EXPECT_FALSE(fs::exists(dir / "m.onnx"));
 }
 
+// The binary loads the RL module (librlflow_rl.so beside it) only for --search rl and the trainers:
+// without it those are one line and exit 3, with nothing written, and the main job still runs.
+TEST(Cli, WithoutTheRlModuleOnlyTheAgentCommandsFail) {
+  TempDir dir;
+  const std::string no_module = "RLFLOW_RL_MODULE=" + quote((dir / "librlflow_rl.so").string()) + " ";
+  const std::string model = quote((kData / "tiny_cnn.onnx").string());
+  const std::string err = " 2>" + quote((dir / "err").string());
+  auto exit_of = [](int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : -1; };
+
+  int st = std::system((no_module + quote(RLFLOW_BINARY) + " optimise " + model + " -o " + quote((dir / "rl.onnx").string()) +
+                        " --search rl --target h100 >/dev/null" + err).c_str());
+  EXPECT_EQ(exit_of(st), 3);
+  const std::string e = slurp(dir / "err");
+  EXPECT_NE(e.find("--search rl: rlflow's RL module (" + (dir / "librlflow_rl.so").string() + ") is not built"), std::string::npos) << e;
+  EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+  EXPECT_FALSE(fs::exists(dir / "rl.onnx"));
+
+  st = std::system((no_module + quote(RLFLOW_BINARY) + " train-agent --model " + model + " --out " + quote((dir / "a.pt").string()) +
+                    " --episodes 1 >/dev/null" + err).c_str());
+  EXPECT_EQ(exit_of(st), 3);
+  EXPECT_NE(slurp(dir / "err").find("train-agent: rlflow's RL module"), std::string::npos) << slurp(dir / "err");
+  EXPECT_FALSE(fs::exists(dir / "a.pt"));
+  // The option checks come first: a bad number is a usage error, module or not.
+  st = std::system((no_module + quote(RLFLOW_BINARY) + " train-agent --model " + model + " --out " + quote((dir / "a.pt").string()) +
+                    " --temperature 0 >/dev/null" + err).c_str());
+  EXPECT_EQ(exit_of(st), 2) << slurp(dir / "err");
+
+  // A file that is not the module is refused whole, with the loader's reason.
+  { std::ofstream(dir / "librlflow_rl.so") << "not a shared object"; }
+  st = std::system((no_module + quote(RLFLOW_BINARY) + " optimise " + model + " -o " + quote((dir / "rl.onnx").string()) +
+                    " --search rl --target h100 >/dev/null" + err).c_str());
+  EXPECT_EQ(exit_of(st), 3);
+  EXPECT_NE(slurp(dir / "err").find("could not be loaded"), std::string::npos) << slurp(dir / "err");
+
+  st = std::system((no_module + quote(RLFLOW_BINARY) + " optimise " + model + " -o " + quote((dir / "g.onnx").string()) +
+                    " --search greedy --target h100 >/dev/null" + err).c_str());
+  EXPECT_EQ(exit_of(st), 0) << slurp(dir / "err");
+  EXPECT_TRUE(fs::exists(dir / "g.onnx"));
+}
+
 // A prediction describes the file written: `optimise`'s after_ms is what `rlflow cost` gives for the
 // output under the same cost model, for every small model and both targets that predict here.
 TEST(Cli, ThePredictedCostIsTheCostOfTheFileWritten) {

@@ -75,8 +75,8 @@ struct OptimiseOptions {
   int candidates = 3;            // graphs tried, best first, before the input is kept
 };
 
-// --search's values: every search strategy in the registry (search/registry.h; `rl`, which lives in
-// rlflow_rl, is registered by these calls and by optimise), then none (no search: the input is
+// --search's values: every search strategy in the registry (search/registry.h; `rl`, whose code is
+// the RL module's (pipeline/rl_module.h), is registered by these calls and by optimise), then none (no search: the input is
 // verified and written back). search_help() is the same list with what each one does.
 std::vector<std::string> search_names();
 std::string search_help();

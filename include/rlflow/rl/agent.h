@@ -103,7 +103,8 @@ Expected<AgentInfo> read_agent_info(const std::string& path);
 
 // The agent `optimise --search rl` uses when none is named: $RLFLOW_AGENT, else the shipped
 // configs/agents/zoo-h100.pt (next to the binary, then in the source tree it was built from),
-// trained by scripts/train/train_shipped_agent.
+// trained by scripts/train/train_shipped_agent. Defined in the core (src/pipeline/rl_module.cpp),
+// which names it before the RL module is loaded.
 std::string default_agent_path();
 
 // `rlflow optimise --search rl`: a greedy rollout and `rollouts` sampled ones of the trained
@@ -135,12 +136,5 @@ Expected<std::vector<const rules::Rule*>> lookup_rules(const rules::RuleLibrary&
 
 Expected<std::unique_ptr<search::Optimizer>> make_rl_optimizer(const RlSearchOptions& o, const rules::RuleLibrary& lib,
                                                                cost::CostModel& model);
-
-// Registers the agent as the search strategy `rl` (search/registry.h), once per process; later calls
-// do nothing. Its search::StrategyInputs::settings hold an RlSearchOptions (empty: the defaults, the
-// shipped agent); it needs the rule library (the checkpoint names its rules) and not the selected
-// rules, and its warning says when the agent was trained under another target than
-// RlSearchOptions::target. search cannot include rl, so the pipeline and the CLI call this.
-void register_search_strategy();
 
 }  // namespace rlflow::rl

@@ -1,7 +1,7 @@
 #pragma once
 // Search strategies by name, in one registry, as cost backends are (cost/factory.h): greedy, taso
 // and exhaustive are built in; a strategy that lives in a module above search (the trained agent,
-// `rl`, in rlflow_rl) registers itself with register_strategy, since search cannot include it.
+// `rl`: pipeline/rl_module.h) is registered with register_strategy, since search cannot include it.
 // --search's allowed values, its help and the unknown-strategy error all read the registry.
 #include <any>
 #include <functional>
