@@ -18,10 +18,8 @@
 #include "rlflow/cli/app.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/onnx/model_io.h"
-#include "rlflow/rules/generator.h"
 #include "rlflow/rules/library_io.h"
-#include "rlflow/rules/prover.h"
-#include "rlflow/rules/verify.h"
+#include "rlflow/rules/tools_module.h"
 
 namespace rlflow::cli {
 
@@ -129,6 +127,8 @@ int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o) {
 }
 
 int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
+  auto tools = rules::tools_module("rules verify");
+  if (!tools) return report_error(g, tools.error());
   std::string path;
   auto lib = load(o, &path);
   if (!lib) return report_error(g, lib.error());
@@ -159,8 +159,8 @@ int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o) {
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1)) < chosen.size();) {
       const auto& r = lib->rules[chosen[k]];
-      done[k].numeric = rules::verify_numerically(r);
-      if (o.prove) done[k].proof = rules::prove_rule_isolated(r, po);
+      done[k].numeric = (*tools)->verify_numerically(r);
+      if (o.prove) done[k].proof = (*tools)->prove_rule_isolated(r, po);
     }
   };
   std::vector<std::thread> pool;
@@ -340,14 +340,16 @@ int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o) {
 
 int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
   namespace gen = rules::gen;
+  auto tools = rules::tools_module("rules generate");
+  if (!tools) return report_error(g, tools.error());
   gen::GeneratorOptions go;
   go.depth = o.depth;
   go.max_group = o.max_group;
   go.derivation_steps = o.derivation_steps;
   for (const auto& name : o.worlds) {
-    if (name == "conv") go.worlds.push_back(gen::conv_world());
-    else if (name == "matmul") go.worlds.push_back(gen::matmul_world());
-    else return report_error(g, Error::bad_input("unknown world '" + name + "' (conv, matmul)"));
+    auto w = (*tools)->world(name);
+    if (!w) return report_error(g, Error::bad_input("unknown world '" + name + "' (conv, matmul)"));
+    go.worlds.push_back(std::move(*w));
   }
   if (o.depth < 1 || o.depth > 4) return report_error(g, Error::bad_input("--depth must be 1..4"));
   // The library whose hand-written rules generated duplicates are checked against.
@@ -381,7 +383,7 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
     else std::fprintf(stderr, "\r%-28s %zu", stage.c_str(), done);
     std::fflush(stderr);
   };
-  auto res = gen::generate(go);
+  auto res = (*tools)->generate(go);
   if (tty && !last_stage.empty()) std::fprintf(stderr, "\n");
   std::string cmd = "rlflow rules generate --depth " + std::to_string(o.depth) + " --derivation-steps " +
                     std::to_string(o.derivation_steps) + " --max-group " + std::to_string(o.max_group);
@@ -400,18 +402,18 @@ int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o) {
       if (!graph) return report_error(g, graph.error());
       graphs.push_back(std::move(*graph));
     }
-    const size_t in_default = gen::mark_default_set(&res.rules, graphs);
+    const size_t in_default = (*tools)->mark_default_set(&res.rules, graphs);
     res.info.totals.push_back({"in the default set", static_cast<int64_t>(in_default)});
   }
 
   if (!o.out.empty()) {
     rules::RuleLibrary only;
-    gen::merge_generated(&only, res.rules, res.info);
+    (*tools)->merge_generated(&only, res.rules, res.info);
     auto st = rules::save_library(only, o.out);
     if (!st.ok()) return report_error(g, st.error());
   }
   if (!o.merge_into.empty()) {
-    gen::merge_generated(&lib, res.rules, res.info);
+    (*tools)->merge_generated(&lib, res.rules, res.info);
     auto st = rules::save_library(lib, o.merge_into);
     if (!st.ok()) return report_error(g, st.error());
   }

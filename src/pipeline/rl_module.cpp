@@ -2,16 +2,12 @@
 // entry in search's registry.
 #include "rlflow/pipeline/rl_module.h"
 
-#include <dlfcn.h>
-
 #include <any>
-#include <cstdlib>
-#include <filesystem>
 #include <mutex>
-#include <optional>
 
 #include "rlflow/rl/agent.h"
 #include "rlflow/util/file_io.h"
+#include "rlflow/util/module.h"
 
 namespace rlflow::rl {
 
@@ -24,34 +20,9 @@ namespace rlflow::pipeline {
 
 namespace {
 
-constexpr const char* kModuleFile = "librlflow_rl.so";
-constexpr const char* kEntry = "rlflow_rl_module";
-
-std::mutex g_mutex;
-const RlModule* g_module = nullptr;
-std::optional<Error> g_failed;  // a load tried and failed: not retried
-
-std::string module_path() {
-  if (const char* env = std::getenv("RLFLOW_RL_MODULE"); env && *env) return env;
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ((ec ? std::filesystem::path(".") : exe.parent_path()) / kModuleFile).string();
-}
-
-Expected<const RlModule*> load(const std::string& path) {
-  const std::string build = " (scripts/setup/build builds it; the main job does not need it)";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error::unsupported("rlflow's RL module (" + path + ") is not built" + build);
-  // RTLD_NOW: a module that does not match this binary fails here, whole, not at some later call.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return Error::unsupported("rlflow's RL module (" + path + ") could not be loaded: " + dlerror() + build);
-  using Entry = const RlModule* (*)();
-  auto entry = reinterpret_cast<Entry>(dlsym(handle, kEntry));
-  if (!entry) return Error::unsupported(path + " is not rlflow's RL module (no " + kEntry + ")" + build);
-  const RlModule* m = entry();
-  if (!m || m->abi != kRlModuleAbi || !m->make_search_strategy || !m->train_agent || !m->train_world_model)
-    return Error::unsupported(path + " was built from other rlflow sources than this binary" + build);
-  return m;  // never unloaded: its code is in use until the process ends
+ModuleSlot<RlModule>& slot() {
+  static ModuleSlot<RlModule> s("librlflow_rl.so", "RLFLOW_RL_MODULE", "rlflow_rl_module", "rlflow's RL module");
+  return s;
 }
 
 rl::RlSearchOptions settings_of(const std::any& settings) {
@@ -63,22 +34,9 @@ rl::RlSearchOptions settings_of(const std::any& settings) {
 
 }  // namespace
 
-Expected<const RlModule*> rl_module(const std::string& needed_for) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_module && !g_failed) {
-    auto m = load(module_path());
-    if (m) g_module = *m;
-    else g_failed = m.error();
-  }
-  if (g_module) return g_module;
-  return g_failed->with_context(needed_for);
-}
+Expected<const RlModule*> rl_module(const std::string& needed_for) { return slot().get(needed_for); }
 
-void use_rl_module(const RlModule* module) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  g_module = module;
-  g_failed.reset();
-}
+void use_rl_module(const RlModule* module) { slot().use(module); }
 
 void register_rl_strategy() {
   static std::once_flag once;

@@ -15,6 +15,7 @@
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/report_html.h"
 #include "rlflow/rl/module.h"
+#include "rlflow/rules/tools_module.h"
 #include "rlflow/util/file_io.h"
 
 namespace py = pybind11;
@@ -81,7 +82,9 @@ std::string report_html(const std::string& json_text) {
 
 PYBIND11_MODULE(_rlflow, m) {
   m.doc() = "rlflow's native module: use the rlflow package's functions instead";
-  pipeline::use_rl_module(&rl::module());  // linked in: no librlflow_rl.so to find beside a binary
+  // Linked in: no module files to find beside a binary.
+  pipeline::use_rl_module(&rl::module());
+  rules::use_tools_module(&rules::tools_table());
   m.def("optimise", &optimise, py::arg("args"), py::arg("progress") = py::none(), py::arg("line") = false);
   m.def("run_json", &run_json, py::arg("args"));
   m.def("report_html", &report_html, py::arg("report_json"));

@@ -4,7 +4,7 @@
 namespace rlflow::rl {
 
 const pipeline::RlModule& module() {
-  static const pipeline::RlModule table{pipeline::kRlModuleAbi, &make_search_strategy, &run_train_agent, &run_train_world_model};
+  static const pipeline::RlModule table{pipeline::RlModule::kAbi, &make_search_strategy, &run_train_agent, &run_train_world_model};
   return table;
 }
 

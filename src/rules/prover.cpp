@@ -18,22 +18,6 @@
 
 namespace rlflow::rules {
 
-std::string_view outcome_name(ProofOutcome o) {
-  switch (o) {
-    case ProofOutcome::kProved: return "proved";
-    case ProofOutcome::kNotProved: return "not proved";
-    case ProofOutcome::kTimeout: return "timeout";
-    case ProofOutcome::kError: return "error";
-    case ProofOutcome::kDisproved: return "disproved";
-  }
-  return "?";
-}
-
-VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof) {
-  if (!numeric_ok || (proof && proof->outcome == ProofOutcome::kDisproved)) return VerifyStatus::kRefuted;
-  return proof && proof->proved() ? VerifyStatus::kProved : VerifyStatus::kNumeric;
-}
-
 ProofResult prove_rule(const Rule& r, const ProofOptions& opts) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();

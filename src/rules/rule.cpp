@@ -1,6 +1,7 @@
 #include "rlflow/rules/rule.h"
 
 #include "rlflow/rules/match.h"
+#include "rlflow/rules/prover.h"
 
 #include <set>
 
@@ -26,6 +27,24 @@ std::optional<VerifyStatus> status_from_name(std::string_view s) {
   for (auto v : {VerifyStatus::kUnverified, VerifyStatus::kNumeric, VerifyStatus::kProved, VerifyStatus::kRefuted})
     if (status_name(v) == s) return v;
   return std::nullopt;
+}
+
+// Declared with the prover (prover.h) and defined here, in the core: `rules verify` reports proofs
+// without the rule tools module.
+std::string_view outcome_name(ProofOutcome o) {
+  switch (o) {
+    case ProofOutcome::kProved: return "proved";
+    case ProofOutcome::kNotProved: return "not proved";
+    case ProofOutcome::kTimeout: return "timeout";
+    case ProofOutcome::kError: return "error";
+    case ProofOutcome::kDisproved: return "disproved";
+  }
+  return "?";
+}
+
+VerifyStatus combined_status(bool numeric_ok, const ProofResult* proof) {
+  if (!numeric_ok || (proof && proof->outcome == ProofOutcome::kDisproved)) return VerifyStatus::kRefuted;
+  return proof && proof->proved() ? VerifyStatus::kProved : VerifyStatus::kNumeric;
 }
 
 void RuleLibrary::reindex() {

@@ -442,6 +442,32 @@ TEST(Cli, WithoutTheRlModuleOnlyTheAgentCommandsFail) {
   EXPECT_TRUE(fs::exists(dir / "g.onnx"));
 }
 
+// `rules verify` and `rules generate` load the rule tools module (librlflow_rules_tools.so: the
+// verifier, Z3 prover and generator); without it they are one line and exit 3, and `rules list`
+// still works.
+TEST(Cli, RuleToolsComeFromTheirModule) {
+  TempDir dir;
+  auto gen = rlflow({"rules", "generate", "--depth", "2", "--out", (dir / "gen.json").string(), "--json"});
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  EXPECT_GT(parse_json(gen.out)["rules"].size(), 0u) << gen.out;
+  EXPECT_TRUE(fs::exists(dir / "gen.json"));
+  auto verify = rlflow({"rules", "verify", "--rules", (dir / "gen.json").string(), "--sample", "2", "--prove", "--json"});
+  ASSERT_EQ(verify.code, 0) << verify.err;
+  EXPECT_EQ(parse_json(verify.out).value("passed", -1), 2) << verify.out;
+
+  const std::string no_module = "RLFLOW_RULES_TOOLS_MODULE=" + quote((dir / "none.so").string()) + " " + quote(RLFLOW_BINARY);
+  auto exit_of = [](int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : -1; };
+  int st = std::system((no_module + " rules generate --depth 2 --out " + quote((dir / "gen2.json").string()) + " >/dev/null 2>" +
+                        quote((dir / "err").string())).c_str());
+  EXPECT_EQ(exit_of(st), 3);
+  EXPECT_NE(slurp(dir / "err").find("rules generate: rlflow's rule tools module"), std::string::npos) << slurp(dir / "err");
+  EXPECT_FALSE(fs::exists(dir / "gen2.json"));
+  st = std::system((no_module + " rules verify --sample 2 >/dev/null 2>" + quote((dir / "err").string())).c_str());
+  EXPECT_EQ(exit_of(st), 3) << slurp(dir / "err");
+  st = std::system((no_module + " rules list --summary >/dev/null 2>" + quote((dir / "err").string())).c_str());
+  EXPECT_EQ(exit_of(st), 0) << slurp(dir / "err");
+}
+
 // A prediction describes the file written: `optimise`'s after_ms is what `rlflow cost` gives for the
 // output under the same cost model, for every small model and both targets that predict here.
 TEST(Cli, ThePredictedCostIsTheCostOfTheFileWritten) {

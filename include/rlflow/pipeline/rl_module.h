@@ -15,11 +15,10 @@
 
 namespace rlflow::pipeline {
 
-// Bumped whenever this table or a type it passes changes: a module built from other sources is refused.
-constexpr int kRlModuleAbi = 1;
-
 struct RlModule {
-  int abi = kRlModuleAbi;
+  // Bumped whenever this table or a type it passes changes: a module built from other sources is refused.
+  static constexpr int kAbi = 1;
+  int abi = kAbi;
   // search's `rl` strategy: settings hold an rl::RlSearchOptions.
   Expected<search::BuiltStrategy> (*make_search_strategy)(const search::StrategyInputs&) = nullptr;
   // The trainers, after train_agent / train_world_model checked the options and paths.
@@ -27,9 +26,9 @@ struct RlModule {
   Expected<TrainWorldModelReport> (*train_world_model)(const TrainWorldModelOptions&, const TrainWorldModelHooks&) = nullptr;
 };
 
-// The module, loaded once: the table given to use_rl_module, else $RLFLOW_RL_MODULE, else
-// librlflow_rl.so beside the running binary. Its error (ErrorCode::kUnsupported) says what asked for
-// it, where it looked and how to build it.
+// The module, loaded once (util/module.h): the table given to use_rl_module, else $RLFLOW_RL_MODULE,
+// else librlflow_rl.so beside the running binary. Its error (ErrorCode::kUnsupported) says what asked
+// for it, where it looked and how to build it.
 Expected<const RlModule*> rl_module(const std::string& needed_for);
 // For programs that link rlflow_rl: rl_module then never loads a file.
 void use_rl_module(const RlModule* module);
