@@ -2,8 +2,9 @@
 # of onnx's top-level CMakeLists, its library's sources go into RLFLOW_ONNX_UNITY_GROUPS unity files
 # of about equal size instead of one compiler run each: each of onnx's files parses the same protobuf
 # and schema headers. Files of one folder go into different groups: onnx's defs.cc and old.cc of an
-# op family define file-local names alike (Loop_ver23_doc in controlflow). schema.cc and tensor_proto_util.cc stay on their own, as onnx's own unity option
-# has them (an explicit specialisation after instantiation).
+# op family define file-local names alike (Loop_ver23_doc in controlflow). schema.cc and
+# tensor_proto_util.cc stay on their own, as onnx's own unity option has them (an explicit
+# specialisation after instantiation).
 function(rlflow_onnx_unity)
   if(NOT TARGET onnx)
     return()
@@ -38,7 +39,7 @@ function(rlflow_onnx_unity)
       endif()
       math(EXPR i "${i} + 1")
     endforeach()
-    if(best EQUAL -1)  # more files in one folder than groups: the least loaded group
+    if(best EQUAL -1)  # more files in one folder than groups (onnx has at most 3 a folder): group 0
       set(best 0)
       list(GET load 0 least)
     endif()
