@@ -48,7 +48,11 @@ Expected<Expr> parse_expr(const json& j, const std::string& field, bool top) {
     return Expr::Call("list", std::move(parts));
   }
   if (j.is_object() && j.size() == 1) {
-    const auto& [fn, args] = *j.items().begin();
+    // The object's one member, through an iterator that outlives the bindings (items().begin()
+    // would be a temporary, and its key() a dangling reference).
+    const auto member = j.begin();
+    const std::string& fn = member.key();
+    const auto& args = member.value();
     std::vector<Expr> a;
     if (args.is_array()) {
       for (const auto& x : args) {
@@ -159,7 +163,9 @@ Expected<Rule> parse_rule(const json& j) {
   if (j.contains("conditions"))
     for (const auto& jc : j.at("conditions")) {
       if (!jc.is_object() || jc.size() != 1) return Error::bad_input("rule '" + r.name + "': a condition is {\"eq\": [a, b]}");
-      const auto& [cmp, args] = *jc.items().begin();
+      const auto member = jc.begin();  // as in parse_expr
+      const std::string& cmp = member.key();
+      const auto& args = member.value();
       if (!args.is_array() || args.size() != 2) return Error::bad_input("rule '" + r.name + "': a condition compares two expressions");
       auto l = parse_expr(args[0], cmp, false), rr = parse_expr(args[1], cmp, false);
       if (!l) return ctx(l.error());
