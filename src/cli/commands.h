@@ -72,31 +72,6 @@ struct RunOptions {
   double atol = 1e-5, rtol = 1e-3;
 };
 
-struct RulesOptions {
-  std::string file;  // empty: the shipped library
-  bool summary = false;
-  std::vector<std::string> only;  // rule names
-  bool write = false;             // verify: record statuses in the file
-  bool prove = false;             // verify: also prove each numerically passing rule with Z3
-  double prove_timeout = 10.0;    // verify --prove: seconds per rule
-  std::string dump_smt2;          // verify --prove: write each rule's SMT-LIB query into this directory
-  int jobs = 1;                   // verify: rules checked in parallel
-  int sample = 0;                 // verify: only this many rules, drawn with `seed` (0: all)
-  std::vector<std::string> models;  // bench
-  int applications = 1000;          // bench: random-chain applications per model
-  int repeats = 5;                  // bench: timing repetitions
-  int chain = 50;                   // bench: applications per chain before its result is run
-  uint64_t seed = 0;
-  // generate
-  int depth = 3;
-  std::string out;                  // write only the generated rules here
-  std::string merge_into;           // replace the generated rules of this file, keep the others
-  std::vector<std::string> worlds;  // conv, matmul (default: both)
-  std::vector<std::string> zoo;     // models whose matches choose the default set
-  size_t max_group = 48;
-  int derivation_steps = 3;
-};
-
 // A subcommand as declared: `app` is parsed when the command line names it, and `run` then runs it
 // on the flags as parsed, returning its exit code. The first parsed one in a list runs, so a nested
 // subcommand (cost calibrate) comes before its parent.
@@ -122,10 +97,6 @@ int cmd_info(const GlobalOptions& g, const InfoOptions& o);
 int cmd_targets(const GlobalOptions& g);
 int cmd_cost(const GlobalOptions& g, const pipeline::ModelCostOptions& o);
 int cmd_cost_calibrate(const GlobalOptions& g, const pipeline::CalibrateOptions& o);
-int cmd_rules_list(const GlobalOptions& g, const RulesOptions& o);
-int cmd_rules_verify(const GlobalOptions& g, const RulesOptions& o);
-int cmd_rules_bench(const GlobalOptions& g, const RulesOptions& o);
-int cmd_rules_generate(const GlobalOptions& g, const RulesOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
 int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o);
