@@ -1,5 +1,5 @@
-// `rlflow bench`: measured end-to-end latency of ONNX files on a target, interleaved, with
-// confidence intervals.
+// `rlflow run` and `rlflow bench`: their flags; bench's are bound to the library's options
+// (include/rlflow/pipeline/bench.h), with its progress line on a terminal and its report on stdout.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,71 +12,10 @@
 #include "commands.h"
 #include "flags.h"
 #include "progress.h"
-#include "rlflow/bench/bench.h"
 #include "rlflow/cli/app.h"
+#include "rlflow/pipeline/bench.h"
 
 namespace rlflow::cli {
-
-using json = nlohmann::json;
-
-int max_threads() { return 4 * std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
-
-Expected<std::vector<int>> parse_thread_list(const std::string& text) {
-  std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t end = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, end - pos);
-    if (item == "all") out.push_back(0);
-    else {
-      try {
-        size_t used = 0;
-        const int v = std::stoi(item, &used);
-        if (used != item.size() || v < 1) throw std::invalid_argument(item);
-        if (v > max_threads())
-          return Error{ErrorCode::kUsage, "--threads: " + item + " is more than " + std::to_string(max_threads()) +
-                                              " (4x this machine's cores)"};
-        out.push_back(v);
-      } catch (const std::exception&) {
-        return Error{ErrorCode::kUsage, "--threads: '" + item + "' is not a thread count (a positive number or 'all')"};
-      }
-    }
-    pos = end + 1;
-  }
-  return out;
-}
-
-json bench_json(const bench::BenchResult& r, const std::vector<std::string>& files, int threads, const bench::BenchOptions& o) {
-  json fs = json::array();
-  for (size_t i = 0; i < r.files.size(); ++i) {
-    const auto& f = r.files[i];
-    fs.push_back({{"file", files[i]},
-                  {"median_ms", f.median_ms},
-                  {"median_ci_ms", {f.median_ci.lo, f.median_ci.hi}},
-                  {"speedup", f.speedup.estimate},
-                  {"speedup_ci", {f.speedup.ci.lo, f.speedup.ci.hi}},
-                  {"ms", f.ms}});
-  }
-  const double coverage = r.files.empty() ? 0 : r.files.back().speedup.ci.coverage;
-  return {{"runner", r.runner}, {"threads", threads}, {"rounds", r.rounds}, {"warmup", o.warmup},
-          {"confidence", o.confidence}, {"ci_coverage", coverage}, {"files", fs}};
-}
-
-void print_bench(const bench::BenchResult& r, const std::vector<std::string>& files, const bench::BenchOptions& o) {
-  std::printf("%s; %d rounds in random order after %d warm-up runs each\n", r.runner.c_str(), r.rounds, o.warmup);
-  const int pct = static_cast<int>(o.confidence * 100 + 0.5);
-  std::printf("  %-40s %10s  %-21s %9s  %s\n", "file", "median ms", (std::to_string(pct) + "% CI").c_str(), "speedup",
-              (std::to_string(pct) + "% CI (paired by round)").c_str());
-  for (size_t i = 0; i < r.files.size(); ++i) {
-    const auto& f = r.files[i];
-    std::string name = std::filesystem::path(files[i]).filename().string();
-    if (i == 0) name += " (baseline)";
-    char ci[64], sci[64] = "";
-    std::snprintf(ci, sizeof ci, "[%.3f, %.3f]", f.median_ci.lo, f.median_ci.hi);
-    if (i > 0) std::snprintf(sci, sizeof sci, "[%.3fx, %.3fx]", f.speedup.ci.lo, f.speedup.ci.hi);
-    std::printf("  %-40s %10.3f  %-21s %8.3fx  %s\n", name.c_str(), f.median_ms, ci, f.speedup.estimate, sci);
-  }
-}
 
 namespace {
 
@@ -111,88 +50,47 @@ std::string bench_line(const BenchView& v, double elapsed) {
   return text + "  " + format_duration(elapsed) + "  (" + v.runner + ")";
 }
 
-}  // namespace
-
-int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o) {
-  auto threads = parse_thread_list(o.threads.empty() ? (o.target == "ort" ? "1,all" : "1") : o.threads);
-  if (!threads) return report_error(g, threads.error());
+int cmd_bench(const GlobalOptions& g, const pipeline::BenchFilesOptions& o) {
   BenchView view;
   view.files = static_cast<int>(o.files.size());
   view.warmup = o.bench.warmup;
   view.min_rounds = o.bench.min_rounds;
   view.max_seconds = o.bench.max_seconds;
   ProgressLine line(progress_wanted(g.json), [&view](double elapsed) { return bench_line(view, elapsed); });
-  auto fail = [&](const Error& e) {
-    line.finish();
-    return report_error(g, e);
+  pipeline::BenchFilesHooks hooks;
+  hooks.stage = [&](const pipeline::BenchStage& st) {
+    line.update([&] {
+      view.threads = st.threads;
+      view.runner = st.runner;
+      view.stage = st.text;
+      if (st.kind == pipeline::BenchStage::kWarmingUp) view.started = Clock::now();
+    });
   };
-  // Every file is imported first: a bad file is a clean error before anything is timed, and the
-  // graph runners need the graphs.
-  exec::Executor ex;
-  std::vector<bench::BenchModel> models;
-  for (const auto& f : o.files) {
-    auto graph = load_model(f, o.input_shapes, ex);
-    // onnxruntime needs only the input shapes, so a file rlflow cannot import (a contrib op with an
-    // output rlflow cannot type, say) still runs there, with the first file's inputs.
-    // Only a model rlflow cannot type falls back: a corrupt or missing file is an error, reported first.
-    if (!graph && o.target == "ort" && !models.empty() && graph.error().code == ErrorCode::kUnsupported) {
-      spdlog::warn("{}; onnxruntime runs it with the first file's input shapes", graph.error().message);
-      models.push_back({f, models.front().graph});
-      continue;
-    }
-    if (!graph) return fail(graph.error());
-    models.push_back({f, std::move(*graph)});
-  }
-  const bench::BenchOptions& bo = o.bench;
-  json runs = json::array();
-  for (int t : *threads) {
-    bench::RunnerOptions ro;
-    auto named = pipeline::find_target(o.target);  // optimise --target's words; cudnn and cpu are bench's own
-    ro.target = named ? (*named)->bench : o.target;
-    ro.threads = t;
-    ro.seed = o.bench.seed;
+  hooks.round = [&](int done, int planned) {
     line.update([&] {
-      view.threads = t == 0 ? "all" : std::to_string(t);
-      view.runner.clear();
-      view.stage = "starting the runner";
+      view.stage = "rounds";
+      view.done = done;
+      view.planned = planned;
+      view.last = Clock::now();
     });
-    auto runner = bench::make_runner(ro);
-    if (!runner) return fail(runner.error());
-    line.update([&] {
-      view.runner = (*runner)->description();
-      view.stage = "loading " + std::to_string(models.size()) + (models.size() == 1 ? " file" : " files");
-    });
-    std::vector<size_t> ids;
-    for (const auto& m : models) {
-      auto id = (*runner)->load(m);
-      if (!id) return fail(id.error());
-      ids.push_back(*id);
-    }
-    line.update([&] {
-      view.stage = "warming up (" + std::to_string(bo.warmup) + " runs of each file)";
-      view.started = Clock::now();
-    });
-    auto res = bench::run_bench(**runner, ids, bo, [&](int done, int planned) {
-      line.update([&] {
-        view.stage = "rounds";
-        view.done = done;
-        view.planned = planned;
-        view.last = Clock::now();
-      });
-    });
+  };
+  // Each thread count's table as soon as it is measured, above the progress line.
+  hooks.measured = [&](const pipeline::BenchFilesReport& so_far, const pipeline::BenchRun& run) {
     line.update([&] { view.done = 0; });
-    if (!res) return fail(res.error());
-    if (g.json) runs.push_back(bench_json(*res, o.files, t, bo));
-    else line.print([&] { print_bench(*res, o.files, bo); });
-  }
+    if (!g.json) line.print([&] { so_far.print_run(stdout, run); });
+  };
+  auto report = pipeline::bench_files(o, hooks);
   line.finish();
-  if (g.json) std::cout << json_text(json{{"ok", true}, {"target", o.target}, {"runs", runs}}) << std::endl;
+  if (!report) return report_error(g, report.error());
+  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
   return kOk;
 }
 
+}  // namespace
+
 void declare_run_bench(CLI::App& app, GlobalOptions& g, Subcommands& out) {
   auto run_o = std::make_shared<RunOptions>();
-  auto bench_o = std::make_shared<BenchCmdOptions>();
+  auto bench_o = std::make_shared<pipeline::BenchFilesOptions>();
   auto& run = *run_o;
   auto& bench = *bench_o;
   auto* c_run = app.add_subcommand("run", "Run a model on input_N.pb tensors with the reference executor and compare with output_N.pb");

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "rlflow/pipeline/bench.h"
 #include "flags.h"
 #include "progress.h"
 #include "rlflow/cli/app.h"
@@ -207,7 +208,7 @@ std::shared_ptr<OptimiseOptions> declare_optimise(CLI::App& app, GlobalOptions& 
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   c_opt->add_option("--bench-rounds", opt.bench.rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
   c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")
-      ->check(CLI::Range(0, max_threads()))->capture_default_str();
+      ->check(CLI::Range(0, pipeline::max_threads()))->capture_default_str();
   c_opt->add_option("--bench-max-seconds", opt.bench.max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")
       ->check(kPositive)->capture_default_str();
   c_opt->add_option("--candidates", opt.candidates, "Graphs measured, best predicted first, before the input is kept")->check(kAtLeastOne)->capture_default_str();

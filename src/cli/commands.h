@@ -58,15 +58,7 @@ struct InfoOptions {
 // `rlflow optimise`: the pipeline's options, whose fields hold every default.
 using pipeline::OptimiseOptions;
 
-// `rlflow bench` (src/cli/cmd_bench.cpp).
-struct BenchCmdOptions {
-  std::vector<std::string> files;
-  std::string target = "ort";  // ort | cpu | cudnn
-  std::string threads;         // comma list of counts or "all"; empty: ort "1,all", others "1"
-  bench::BenchOptions bench;  // rounds, warmup, confidence, max_seconds, seed: the library's defaults
-  std::vector<std::string> input_shapes;
-};
-
+// `rlflow run` (src/cli/cmd_bench.cpp; bench's options are pipeline::BenchFilesOptions).
 struct RunOptions {
   std::string model, data_dir;
   double atol = 1e-5, rtol = 1e-3;
@@ -99,12 +91,6 @@ int cmd_cost(const GlobalOptions& g, const pipeline::ModelCostOptions& o);
 int cmd_cost_calibrate(const GlobalOptions& g, const pipeline::CalibrateOptions& o);
 int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o);
 int cmd_run(const GlobalOptions& g, const RunOptions& o);
-int cmd_bench(const GlobalOptions& g, const BenchCmdOptions& o);
-// The most threads a flag accepts: 4x this machine's cores. More only measure contention, and
-// 100,000 of them never finish starting.
-int max_threads();
-// "1,all" -> {1, 0} (0: every core); a count above max_threads() is a usage error.
-Expected<std::vector<int>> parse_thread_list(const std::string& text);
 int cmd_train_agent(const GlobalOptions& g, const pipeline::TrainAgentOptions& o);
 int cmd_train_world_model(const GlobalOptions& g, const pipeline::TrainWorldModelOptions& o);
 std::string version_string();
