@@ -53,7 +53,7 @@ struct Value {
   std::optional<ValueRef> ref;  // produced in the IR graph
   TensorPtr constant;           // known value (initializer, Constant, folded)
   std::optional<TensorType> type;
-  TensorPtr shadow;             // dynamic models: its value at the representative sizes (not folded)
+  TensorPtr shadow{};           // dynamic models: its value at the representative sizes (not folded)
 };
 
 // A node the converter declines becomes opaque; a node that is malformed is an error.

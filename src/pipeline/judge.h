@@ -25,7 +25,7 @@ struct Candidate {
   size_t steps = 0;  // rewrites applied from the input
   double predicted_ms = 0;
   ir::Graph graph;
-  Rebuild rebuild;  // empty: the input graph itself
+  Rebuild rebuild{};  // empty: the input graph itself
 };
 
 // A runner with the input graph loaded as the baseline.

@@ -33,7 +33,7 @@ struct TargetRecord {
   // Fusions (ir::fusion_names) whose op this runtime was measured running slower than the chain at
   // some sizes: where one fires, optimise also offers the file with every other fusion but that one
   // (priced, and measured first-come like every candidate where the target is measurable).
-  std::vector<std::string> doubtful_fusions;
+  std::vector<std::string> doubtful_fusions{};  // {}: aggregate initialisers may leave it out
 };
 
 // Every target, in the order `rlflow targets` lists them.
