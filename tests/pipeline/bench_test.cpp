@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "printed.h"
 #include "rlflow/pipeline/bench.h"
 
 namespace {
@@ -66,13 +67,7 @@ TEST(BenchFiles, MeasuresEveryFileAtEveryThreadCountAndReportsAsItGoes) {
   EXPECT_EQ(j["runs"][1]["threads"], 2);
   EXPECT_EQ(j["runs"][0]["files"][1]["file"], o.files[1]);
 
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  r->print(f);
-  std::fclose(f);
-  const std::string text(buf, len);
-  std::free(buf);
+  const std::string text = printed(*r);
   EXPECT_NE(text.find("tiny_cnn.onnx (baseline)"), std::string::npos) << text;
   EXPECT_NE(text.find("4 rounds in random order after 1 warm-up runs each"), std::string::npos) << text;
 }

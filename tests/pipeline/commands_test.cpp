@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "printed.h"
 #include "rlflow/pipeline/cost.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/setup.h"
@@ -45,13 +46,7 @@ TEST(ModelCost, TheTableSumsToItsTotalInItsJsonAndText) {
   EXPECT_TRUE(j["cache"].is_null());
   EXPECT_FALSE(j.contains("measure"));
 
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  r->print(f);
-  std::fclose(f);
-  const std::string text(buf, len);
-  std::free(buf);
+  const std::string text = printed(*r);
   EXPECT_NE(text.find("cost model: analytic"), std::string::npos) << text;
   EXPECT_NE(text.find("  by op: Conv x3"), std::string::npos) << text;
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "printed.h"
 #include "rlflow/pipeline/rules.h"
 #include "rlflow/rules/tools_module.h"
 
@@ -47,17 +48,6 @@ std::string write_rules(const fs::path& dir) {
   return p.string();
 }
 
-std::string text_of(const auto& report) {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  report.print(f);
-  std::fclose(f);
-  std::string text(buf, len);
-  std::free(buf);
-  return text;
-}
-
 // The false rule fails, the true one passes, and --write records both statuses in the file, which
 // list then counts.
 TEST(RulesVerify, RefutesTheFalseRuleAndRecordsBothStatuses) {
@@ -84,7 +74,7 @@ TEST(RulesVerify, RefutesTheFalseRuleAndRecordsBothStatuses) {
   EXPECT_EQ(j["failed"], 1);
   EXPECT_EQ(j["rules"][1]["status"], "refuted");
   EXPECT_FALSE(j.contains("proved"));  // no --prove
-  const auto text = text_of(*r);
+  const auto text = printed(*r);
   EXPECT_NE(text.find("FAIL relu_is_sigmoid"), std::string::npos) << text;
   EXPECT_NE(text.find("1 passed, 1 failed"), std::string::npos) << text;
 
