@@ -1,13 +1,9 @@
 // `rlflow run` and `rlflow bench`: their flags; bench's are bound to the library's options
 // (include/rlflow/pipeline/bench.h), with its progress line on a terminal and its report on stdout.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "commands.h"
 #include "flags.h"

@@ -37,19 +37,11 @@ struct CostCommand {
 
 int cmd_cost(const GlobalOptions& g, const pipeline::ModelCostOptions& o) {
   if (o.model.empty()) return report_error(g, Error{ErrorCode::kUsage, "cost: a MODEL (or the subcommand calibrate) is required"});
-  auto report = pipeline::model_cost(o, {progress_line("costing ops", !g.json)});
-  if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
-  else report->print(stdout);
-  return kOk;
+  return print_report(g, pipeline::model_cost(o, {progress_line("costing ops", !g.json)}));
 }
 
 int cmd_cost_calibrate(const GlobalOptions& g, const pipeline::CalibrateOptions& o) {
-  auto report = pipeline::calibrate_profile(o, {progress_line("timing calibration ops", !g.json)});
-  if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
-  else report->print(stdout);
-  return kOk;
+  return print_report(g, pipeline::calibrate_profile(o, {progress_line("timing calibration ops", !g.json)}));
 }
 
 void declare_cost(CLI::App& app, GlobalOptions& g, Subcommands& out) {

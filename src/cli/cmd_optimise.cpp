@@ -11,10 +11,10 @@
 #include <memory>
 
 #include "commands.h"
-#include "rlflow/pipeline/bench.h"
 #include "flags.h"
 #include "progress.h"
 #include "rlflow/cli/app.h"
+#include "rlflow/pipeline/bench.h"
 #include "rlflow/cost/factory.h"
 #include "rlflow/ir/composites.h"
 #include "rlflow/search/registry.h"
@@ -137,10 +137,7 @@ int cmd_optimise(const GlobalOptions& g, const OptimiseOptions& o) {
   OptimiseProgress progress(o, progress_wanted(g.json));
   auto report = pipeline::optimise(o, progress.hooks());
   progress.finish();
-  if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
-  else report->print(stdout);
-  return kOk;
+  return print_report(g, report);
 }
 
 namespace {

@@ -287,20 +287,14 @@ int cmd_train_agent(const GlobalOptions& g, const pipeline::TrainAgentOptions& o
   TrainAgentProgress progress(o, progress_wanted(g.json));
   auto report = pipeline::train_agent(o, progress.hooks());
   progress.finish();
-  if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
-  else report->print(stdout);
-  return kOk;
+  return print_report(g, report);
 }
 
 int cmd_train_world_model(const GlobalOptions& g, const pipeline::TrainWorldModelOptions& o) {
   TrainWorldModelProgress progress(o, progress_wanted(g.json));
   auto report = pipeline::train_world_model(o, progress.hooks());
   progress.finish();
-  if (!report) return report_error(g, report.error());
-  if (g.json) std::cout << json_text(report->to_json()) << std::endl;
-  else report->print(stdout);
-  return kOk;
+  return print_report(g, report);
 }
 
 void declare_train_agent(CLI::App& app, GlobalOptions& g, Subcommands& out) {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -26,15 +25,6 @@ struct RulesCommand {
   pipeline::RulesGenerateOptions generate;
 };
 
-// Prints a report as JSON or text; `failed` says whether its outcome is a verification failure.
-template <class Report>
-int print_report(const GlobalOptions& g, const Expected<Report>& r, bool failed) {
-  if (!r) return report_error(g, r.error());
-  if (g.json) std::cout << json_text(r->to_json()) << std::endl;
-  else r->print(stdout);
-  return failed ? kVerificationFailed : kOk;
-}
-
 int run_generate(const GlobalOptions& g, const pipeline::RulesGenerateOptions& o) {
   // "\r<stage> done / total" on a terminal, a new line for each stage.
   const bool tty = !g.json && isatty(fileno(stderr));
@@ -51,7 +41,7 @@ int run_generate(const GlobalOptions& g, const pipeline::RulesGenerateOptions& o
   auto r = pipeline::generate_rules(o, hooks);
   if (tty && !last_stage.empty()) std::fprintf(stderr, "\n");
   if (r) r->details = spdlog::get_level() <= spdlog::level::info;
-  return print_report(g, r, false);
+  return print_report(g, r);
 }
 
 }  // namespace
@@ -102,7 +92,7 @@ void declare_rules(CLI::App& app, GlobalOptions& g, Subcommands& out) {
   c_rgen->add_flag("--json", g.json, "Print one JSON document");
   out.push_back({c_rlist, [&g, o] {
                    auto r = pipeline::list_rules(o->list);
-                   return print_report(g, r, false);
+                   return print_report(g, r);
                  }});
   out.push_back({c_rverify, [&g, o] {
                    auto r = pipeline::verify_rules(o->verify);

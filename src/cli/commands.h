@@ -1,7 +1,9 @@
 #pragma once
 // Internal to the CLI: one function per subcommand, each returning an exit code.
 #include <chrono>
+#include <cstdio>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +15,7 @@
 #include "rlflow/util/clock.h"
 #include "rlflow/ir/summary.h"
 #include "rlflow/bench/bench.h"
+#include "rlflow/cli/app.h"
 #include "rlflow/exec/executor.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/pipeline/cost.h"
@@ -115,5 +118,15 @@ inline std::string json_text(const nlohmann::json& j) { return j.dump(2, ' ', fa
 // Turns an error into its exit code, one stderr line, and (with --json) a JSON document.
 int report_error(const GlobalOptions& g, const Error& e);
 int exit_code_for(ErrorCode c);
+
+// A pipeline's report on stdout, as JSON (--json) or its text; an error as report_error does.
+// `failed`: the report's outcome is a verification failure (exit 4).
+template <class Report>
+int print_report(const GlobalOptions& g, const Expected<Report>& r, bool failed = false) {
+  if (!r) return report_error(g, r.error());
+  if (g.json) std::cout << json_text(r->to_json()) << std::endl;
+  else r->print(stdout);
+  return failed ? kVerificationFailed : kOk;
+}
 
 }  // namespace rlflow::cli

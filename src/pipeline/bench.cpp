@@ -69,10 +69,11 @@ Expected<BenchFilesReport> bench_files(const BenchFilesOptions& o, const BenchFi
   report.target = o.target;
   report.files = o.files;
   report.options = o.bench;
+  auto named = find_target(o.target);  // optimise --target's words; cudnn and cpu are bench's own
+  const std::string runner_target = named ? (*named)->bench : o.target;
   for (int t : *threads) {
     bench::RunnerOptions ro;
-    auto named = find_target(o.target);  // optimise --target's words; cudnn and cpu are bench's own
-    ro.target = named ? (*named)->bench : o.target;
+    ro.target = runner_target;
     ro.threads = t;
     ro.seed = o.bench.seed;
     stage(BenchStage::kStartingRunner, t, "", "starting the runner");
