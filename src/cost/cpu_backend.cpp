@@ -19,9 +19,7 @@ namespace {
 class CpuCostModel : public CostModel {
  public:
   explicit CpuCostModel(const CpuOptions& o) : opts_(o) {
-    opts_.threads = std::max(1, opts_.threads);
-    opts_.warmup = std::max(0, opts_.warmup);
-    opts_.repeats = std::max(1, opts_.repeats);
+    opts_.threads = std::max(1, opts_.threads);  // the op timer clamps warmup and repeats
     fingerprint_ = "cpu/" + cpu_description() + "/threads" + std::to_string(opts_.threads) + "/torch" + RLFLOW_TORCH_VERSION +
                    "/blas:" + blas_library() + (opts_.threads == 1 ? "/cputime" : "/walltime");
   }

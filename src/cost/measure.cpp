@@ -1,11 +1,9 @@
 #include "rlflow/cost/measure.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <chrono>
 
 #include "rlflow/exec/executor.h"
+#include "rlflow/exec/op_timer.h"
 #include "rlflow/ir/builder.h"
 
 namespace rlflow::cost {
@@ -30,18 +28,12 @@ Expected<GraphMeasurement> measure_graph_cpu(const ir::Graph& g, const MeasureOp
   // Timed like the cpu backend: the thread's CPU time with one torch thread (immune to other
   // processes on the machine), wall time with several.
   const bool cpu_time = std::max(1, opts.threads) == 1;
-  auto clock_ms = [cpu_time]() {
-    timespec ts{};
-    if (cpu_time && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-      return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
   std::vector<double> times;
   const int runs = std::max(0, opts.warmup) + std::max(1, opts.repeats);
   for (int i = 0; i < runs; ++i) {
-    const double t0 = clock_ms();
+    const double t0 = exec::clock_ms(cpu_time);
     auto out = ex.run(g, inputs);
-    const double t1 = clock_ms();
+    const double t1 = exec::clock_ms(cpu_time);
     if (!out) return out.error();
     if (i >= std::max(0, opts.warmup)) times.push_back(t1 - t0);
   }

@@ -15,14 +15,6 @@ namespace rlflow::exec {
 
 namespace {
 
-double clock_ms(bool thread_cpu_time) {
-  if (thread_cpu_time) {
-    timespec ts{};
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-  }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 at::Tensor make_operand(const ir::TensorType& t, at::Generator& gen) {
   // ATen's CPU kernels lack most half-precision ops (convolution among them).
   const auto opts = at::TensorOptions().dtype(ir::is_half(t.dtype) ? at::kFloat : detail::to_scalar_type(t.dtype));
@@ -33,6 +25,14 @@ at::Tensor make_operand(const ir::TensorType& t, at::Generator& gen) {
 }
 
 }  // namespace
+
+double clock_ms(bool thread_cpu_time) {
+  if (thread_cpu_time) {
+    timespec ts{};
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 Expected<double> median_op_time_ms(const ir::Node& node, const std::vector<ir::TensorType>& inputs, const OpTimingOptions& o) {
   const int threads = std::max(1, o.threads);

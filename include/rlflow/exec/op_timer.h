@@ -21,6 +21,11 @@ struct OpTimingOptions {
   uint64_t seed = 0;  // the operands' values (float: uniform in [0.5, 1.5); integer, bool: zeros)
 };
 
+// A clock in ms for timing a kernel: the calling thread's CPU time when `thread_cpu_time` (a kernel
+// on one torch thread runs entirely on it, so other processes sharing the cores do not inflate it),
+// wall time otherwise (several threads spread the work over a pool).
+double clock_ms(bool thread_cpu_time);
+
 // The median time in ms of `node` (its kind, params and output types; its inputs are not read) on
 // operands of `inputs`' types. Half-typed operands are timed as float32, as CPU runtimes compute
 // them. A kernel that fails or throws is an error whose message is the first line of its own.
