@@ -5,6 +5,9 @@
 # op family define file-local names alike (Loop_ver23_doc in controlflow). schema.cc and
 # tensor_proto_util.cc stay on their own, as onnx's own unity option has them (an explicit
 # specialisation after instantiation).
+# The same compiler heap as rlflow's own build (compiler_heap.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/compiler_heap.cmake")
+
 function(rlflow_onnx_unity)
   if(NOT TARGET onnx)
     return()
