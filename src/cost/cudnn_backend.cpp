@@ -1,6 +1,7 @@
 // The host side of the cudnn backend: turns signatures and graphs into the plain descriptions the
-// CUDA code (C++17, src/cost/cuda) understands. Compiled with or without CUDA; without it,
-// gpu::create_runtime (src/cost/cuda_none.cpp) says so.
+// CUDA code (C++17, src/cost/cuda) understands, and loads that code, a module of its own
+// (librlflow_cudnn.so), the first time it is asked to measure. Compiled with or without CUDA;
+// without it, runtime() says so.
 #include <cfloat>
 #include <cmath>
 #include <map>
@@ -8,6 +9,7 @@
 #include "cuda/gpu_api.h"
 #include "rlflow/cost/cudnn_backend.h"
 #include "rlflow/cost/measure.h"
+#include "rlflow/util/module.h"
 
 namespace rlflow::cost {
 
@@ -292,18 +294,37 @@ class CudnnCostModel : public CostModel {
   std::unique_ptr<gpu::Runtime> rt_;
 };
 
+ModuleSlot<gpu::CudnnModule>& cudnn_slot() {
+  static ModuleSlot<gpu::CudnnModule> s("librlflow_cudnn.so", "RLFLOW_CUDNN_MODULE", "rlflow_cudnn_module",
+                                        "rlflow's cuDNN module");
+  return s;
+}
+
+// A runtime on the GPU, through the module.
+Expected<std::unique_ptr<gpu::Runtime>> runtime(const GpuOptions& opts) {
+#ifdef RLFLOW_HAVE_CUDNN
+  auto m = cudnn_slot().get("the cudnn cost backend");
+  if (!m) return m.error();
+  return (*m)->create_runtime(runtime_options(opts));
+#else
+  return Error::unsupported("the cudnn cost backend is not compiled into this binary (built without CUDA/cuDNN)");
+#endif
+}
+
 }  // namespace
 
 bool cudnn_backend_compiled() {
 #ifdef RLFLOW_HAVE_CUDNN
-  return true;
+  return cudnn_slot().present();
 #else
   return false;
 #endif
 }
 
+void use_cudnn_module(const gpu::CudnnModule* module) { cudnn_slot().use(module); }
+
 Expected<std::unique_ptr<CostModel>> make_cudnn_cost_model(const GpuOptions& opts) {
-  auto rt = gpu::create_runtime(runtime_options(opts));
+  auto rt = runtime(opts);
   if (!rt) return rt.error();
   return std::unique_ptr<CostModel>(std::make_unique<CudnnCostModel>(std::move(*rt)));
 }
@@ -328,7 +349,7 @@ class CudnnGraphSession : public GpuGraphSession {
 }  // namespace
 
 Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& file, const MeasureOptions& mo, const GpuOptions& opts) {
-  auto rt = gpu::create_runtime(runtime_options(opts));
+  auto rt = runtime(opts);
   if (!rt) return rt.error();
   // The runner's own fusion, as every GPU runtime makes it: a Conv's only-reader Relu runs as the
   // Conv's epilogue (the cudnn and recorded costs price it so).

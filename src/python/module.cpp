@@ -11,6 +11,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#ifdef RLFLOW_HAVE_CUDNN
+#include "cost/cuda/gpu_api.h"
+#endif
+#include "rlflow/cost/cudnn_backend.h"
 #include "rlflow/cli/app.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/pipeline/report_html.h"
@@ -85,6 +89,9 @@ PYBIND11_MODULE(_rlflow, m) {
   // Linked in: no module files to find beside a binary.
   pipeline::use_rl_module(&rl::module());
   rules::use_tools_module(&rules::tools_table());
+#ifdef RLFLOW_HAVE_CUDNN
+  cost::use_cudnn_module(&cost::gpu::cudnn_module_table());
+#endif
   m.def("optimise", &optimise, py::arg("args"), py::arg("progress") = py::none(), py::arg("line") = false);
   m.def("run_json", &run_json, py::arg("args"));
   m.def("report_html", &report_html, py::arg("report_json"));

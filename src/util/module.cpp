@@ -8,15 +8,20 @@
 
 namespace rlflow {
 
+std::string module_path(const char* file, const char* env_var) {
+  if (const char* env = std::getenv(env_var); env && *env) return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ((ec ? std::filesystem::path(".") : exe.parent_path()) / file).string();
+}
+
+bool module_file_exists(const char* file, const char* env_var) {
+  std::error_code ec;
+  return std::filesystem::exists(module_path(file, env_var), ec);
+}
+
 Expected<const void*> open_module(const char* file, const char* env_var, const char* entry, const std::string& what) {
-  std::string path;
-  if (const char* env = std::getenv(env_var); env && *env) {
-    path = env;
-  } else {
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    path = ((ec ? std::filesystem::path(".") : exe.parent_path()) / file).string();
-  }
+  const std::string path = module_path(file, env_var);
   const std::string build = " (scripts/setup/build builds it; the main job does not need it)";
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error::unsupported(what + " (" + path + ") is not built" + build);

@@ -17,8 +17,17 @@ struct GpuOptions {
   bool allow_tf32 = true;  // fp32 convolutions and GEMMs may use TF32 tensor cores (as frameworks do)
 };
 
-// True when this binary was built with the CUDA backend.
+// True when this build has the CUDA backend: configured with CUDA and cuDNN, and its module
+// (librlflow_cudnn.so beside the binary, or $RLFLOW_CUDNN_MODULE) built or handed over. The module is
+// loaded only when a cost model or a runner is made.
 bool cudnn_backend_compiled();
+
+namespace gpu {
+struct CudnnModule;
+}
+// Programs that link the CUDA code (rlflow_cost_cuda) hand its table (gpu::cudnn_module_table()) over
+// instead of loading the module.
+void use_cudnn_module(const gpu::CudnnModule* module);
 
 // Fails with a clear message when the backend was not compiled in or no GPU is usable.
 Expected<std::unique_ptr<CostModel>> make_cudnn_cost_model(const GpuOptions& opts = {});

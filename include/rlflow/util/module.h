@@ -13,8 +13,13 @@
 
 namespace rlflow {
 
-// The table that `entry` in `file` (beside the running binary; $env_var when set) returns, or an
-// ErrorCode::kUnsupported error that names `what`, where it looked and how to build it.
+// Where a module is looked for: $env_var when set, else `file` beside the running binary.
+std::string module_path(const char* file, const char* env_var);
+// Whether that file exists (nothing is loaded).
+bool module_file_exists(const char* file, const char* env_var);
+
+// The table that `entry` in module_path(file, env_var) returns, or an ErrorCode::kUnsupported error
+// that names `what`, where it looked and how to build it.
 Expected<const void*> open_module(const char* file, const char* env_var, const char* entry, const std::string& what);
 
 // One module, loaded once per process. Table has `static constexpr int kAbi` and `int abi` first.
@@ -36,6 +41,12 @@ class ModuleSlot {
     }
     if (table_) return table_;
     return failed_->with_context(needed_for);
+  }
+  // Whether get() can be tried: a table was handed over, or the module's file exists (nothing is
+  // loaded; a file that exists may still fail to load, and get() says why).
+  bool present() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return table_ || module_file_exists(file_, env_var_);
   }
   void use(const Table* table) {
     std::lock_guard<std::mutex> lock(mutex_);

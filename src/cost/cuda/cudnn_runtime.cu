@@ -1205,4 +1205,14 @@ Expected<std::unique_ptr<Runtime>> create_runtime(const RuntimeOptions& opts) {
   return std::unique_ptr<Runtime>(std::move(rt));
 }
 
+const CudnnModule& cudnn_module_table() {
+  static const CudnnModule table{CudnnModule::kAbi, &create_runtime};
+  return table;
+}
+
 }  // namespace rlflow::cost::gpu
+
+// The entry point util/module.h looks up in librlflow_cudnn.so.
+extern "C" __attribute__((visibility("default"))) const rlflow::cost::gpu::CudnnModule* rlflow_cudnn_module() {
+  return &rlflow::cost::gpu::cudnn_module_table();
+}

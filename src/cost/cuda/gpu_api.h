@@ -2,6 +2,8 @@
 // Internal to cost: the boundary between the C++20 cost library and the CUDA code. The .cu files
 // compile as C++17 and never see ir:: types, so an op crosses this boundary as a plain OpDesc
 // (built by src/cost/cudnn_backend.cpp from an OpSignature). No CUDA headers here either.
+// The CUDA code is a loadable module (util/module.h), librlflow_cudnn.so: the binary loads it the
+// first time it measures on a GPU, and neither builds nor links cuDNN and cuBLAS for anything else.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -106,7 +108,20 @@ class Runtime {
   virtual std::string device_name() const = 0;
 };
 
-// Fails with a clear message when CUDA was not compiled in or no device is usable.
+// Fails with a clear message when no device is usable (in the module: src/cost/cuda/cudnn_runtime.cu).
 Expected<std::unique_ptr<Runtime>> create_runtime(const RuntimeOptions& opts);
+
+// The module's table; its entry point is `extern "C" const void* rlflow_cudnn_module()`.
+struct CudnnModule {
+  // Bumped whenever this table or a type it passes (this header) changes: a module built from other
+  // sources is refused.
+  static constexpr int kAbi = 1;
+  int abi = kAbi;
+  Expected<std::unique_ptr<Runtime>> (*create_runtime)(const RuntimeOptions& opts) = nullptr;
+};
+
+// The table itself, for programs that link rlflow_cost_cuda (the Python module) and hand it over
+// with cost::use_cudnn_module.
+const CudnnModule& cudnn_module_table();
 
 }  // namespace rlflow::cost::gpu
