@@ -1,3 +1,3 @@
-#include "rlflow/cli/app.h"
+#include "rlflow/cli/run.h"
 
 int main(int argc, char** argv) { return rlflow::cli::run(argc, argv); }

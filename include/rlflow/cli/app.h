@@ -2,15 +2,11 @@
 #include <string>
 #include <vector>
 
+#include "rlflow/cli/run.h"
 #include "rlflow/pipeline/optimise.h"
 #include "rlflow/util/expected.h"
 
 namespace rlflow::cli {
-
-// Exit codes shared by every subcommand.
-enum ExitCode : int { kOk = 0, kUsage = 2, kBadInput = 3, kVerificationFailed = 4, kInternal = 5 };
-
-int run(int argc, char** argv);
 
 // One command run in this process as `rlflow ARGS --json` runs it (for the Python package): its exit
 // code and the JSON document it printed; `usage` holds the message when the arguments did not parse.
