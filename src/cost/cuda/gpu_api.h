@@ -111,7 +111,7 @@ class Runtime {
 // Fails with a clear message when no device is usable (in the module: src/cost/cuda/cudnn_runtime.cu).
 Expected<std::unique_ptr<Runtime>> create_runtime(const RuntimeOptions& opts);
 
-// The module's table; its entry point is `extern "C" const void* rlflow_cudnn_module()`.
+// The module's table; its entry point is `extern "C" const CudnnModule* rlflow_cudnn_module()`.
 struct CudnnModule {
   // Bumped whenever this table or a type it passes (this header) changes: a module built from other
   // sources is refused.
