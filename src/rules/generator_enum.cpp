@@ -149,7 +149,6 @@ Expected<std::vector<IntTensor>> run_int(const World& w, const GGraph& g, uint64
 
 namespace {
 
-bool commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }
 
 uint64_t template_hash(OpKind kind, const ir::OpParams& params) {
   Hasher h(0x7e3);
@@ -178,7 +177,7 @@ std::vector<uint64_t> tensor_hashes(const World& w, const GGraph& g) {
   for (const auto& n : g.nodes) {
     std::vector<uint64_t> in;
     for (int t : n.inputs) in.push_back(h[static_cast<size_t>(t)]);
-    const uint64_t nh = node_hash(template_hash(n.kind, n.params), in, commutative(n.kind));
+    const uint64_t nh = node_hash(template_hash(n.kind, n.params), in, ir::is_commutative(n.kind));
     const int k = ir::num_outputs(n.kind, n.params);
     for (int j = 0; j < k; ++j) h.push_back(output_hash(nh, j));
   }
@@ -406,7 +405,7 @@ class Enumerator {
     const uint32_t tmpl = intern(kind, params, &th);
     std::vector<uint64_t> ih;
     for (int t : in) ih.push_back(slots_[static_cast<size_t>(t)].hash);
-    const uint64_t nh = node_hash(th, ih, commutative(kind));
+    const uint64_t nh = node_hash(th, ih, ir::is_commutative(kind));
     for (auto h : node_hashes_)
       if (h == nh) return;  // the same op on the same operands is already there
     const uint64_t gh = graph_hash_ + Hasher::mix(nh ^ 0x2545F4914F6CDD1Dull);

@@ -23,7 +23,6 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-bool commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }
 
 // Short label of an op; with `exact`, a hash of the parameters makes it injective.
 std::string op_label(const GNode& n, bool exact) {
@@ -74,7 +73,7 @@ std::vector<std::string> expressions(const World& w, const GGraph& g, const std:
   for (const auto& n : g.nodes) {
     std::vector<std::string> args;
     for (int t : n.inputs) args.push_back(e[static_cast<size_t>(t)]);
-    if (commutative(n.kind)) std::sort(args.begin(), args.end());
+    if (ir::is_commutative(n.kind)) std::sort(args.begin(), args.end());
     std::string s = op_label(n, exact) + "(";
     for (size_t i = 0; i < args.size(); ++i) s += (i ? "," : "") + args[i];
     s += ")";
@@ -219,7 +218,7 @@ bool share_common_context(const World& w, const GGraph& a, const GGraph& b, uint
   auto operand_fps = [](const GNode& n, const std::vector<IntTensor>& vals) {
     std::vector<uint64_t> f;
     for (int t : n.inputs) f.push_back(vals[static_cast<size_t>(t)].fingerprint());
-    if (commutative(n.kind)) std::sort(f.begin(), f.end());
+    if (ir::is_commutative(n.kind)) std::sort(f.begin(), f.end());
     return f;
   };
   std::set<int> tops_a, tops_b;
@@ -333,7 +332,7 @@ uint64_t canonical_hash(const ir::Graph& g) {
     if (n.value) hs.add(n.value->content_hash());
     std::vector<uint64_t> in;
     for (const auto& v : n.inputs) in.push_back(Hasher(h[static_cast<size_t>(v.node)]).add_i(v.index).digest());
-    if (commutative(n.kind)) std::sort(in.begin(), in.end());
+    if (ir::is_commutative(n.kind)) std::sort(in.begin(), in.end());
     hs.add(in.size());
     for (auto x : in) hs.add(x);
     h[i] = hs.digest();

@@ -39,7 +39,6 @@ Ref parse_ref(const Pattern& p, const std::string& s) {
   return {-1, 0, id};
 }
 
-bool commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }
 
 struct State {
   std::vector<NodeId> placed;
@@ -51,7 +50,6 @@ struct State {
 
 using detail::Ref;
 using detail::State;
-using detail::commutative;
 using detail::parse_ref;
 
 // Everything about a rule's source pattern that does not depend on the graph: compiled once, when
@@ -155,7 +153,7 @@ class Matcher {
     if (pn.inputs.size() != 2) {
       perms = {{}};
       for (size_t i = 0; i < pn.inputs.size(); ++i) perms[0].push_back(i);
-    } else if (commutative(pn.kind)) {
+    } else if (ir::is_commutative(pn.kind)) {
       perms.push_back({1, 0});
     }
     for (const auto& perm : perms) {

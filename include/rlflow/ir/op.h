@@ -84,6 +84,7 @@ std::optional<OpKind> op_from_name(std::string_view name);
 bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
 bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast Gelu HardSigmoid HardSwish
 bool is_source(OpKind k);              // Input Weight Constant: no inputs
+inline bool is_commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }  // inputs swap
 
 enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
 std::string_view activation_name(Activation a);
