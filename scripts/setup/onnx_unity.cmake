@@ -42,7 +42,8 @@ function(rlflow_onnx_unity)
       endif()
       math(EXPR i "${i} + 1")
     endforeach()
-    if(best EQUAL -1)  # more files in one folder than groups (onnx has at most 3 a folder): group 0
+    if(best EQUAL -1)  # more files in one folder than groups (onnx has at most 3 a folder: with two
+      # groups, the smallest, a utils.cc, joins group 0 beside its folder's defs.cc or old.cc, and compiles there)
       set(best 0)
       list(GET load 0 least)
     endif()
