@@ -149,7 +149,6 @@ Expected<std::vector<IntTensor>> run_int(const World& w, const GGraph& g, uint64
 
 namespace {
 
-
 uint64_t template_hash(OpKind kind, const ir::OpParams& params) {
   Hasher h(0x7e3);
   h.add(static_cast<uint64_t>(kind));

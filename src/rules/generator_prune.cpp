@@ -23,7 +23,6 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-
 // Short label of an op; with `exact`, a hash of the parameters makes it injective.
 std::string op_label(const GNode& n, bool exact) {
   std::string s;

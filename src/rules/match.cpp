@@ -39,7 +39,6 @@ Ref parse_ref(const Pattern& p, const std::string& s) {
   return {-1, 0, id};
 }
 
-
 struct State {
   std::vector<NodeId> placed;
   Bindings b;
