@@ -21,6 +21,7 @@
 
 #include "proto_io.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::onnxio {
 
@@ -1029,16 +1030,14 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
     const std::string model_name = fs::path(path).filename().string();
     const std::string data_name = model_name + ".data";
     const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-    std::string stage_tmpl = (dir / ("." + model_name + ".stage.XXXXXX")).string();
-    if (!::mkdtemp(stage_tmpl.data())) return Error::bad_input("cannot create a folder in " + dir.string() + " (" + std::strerror(errno) + ")");
-    const fs::path stage(stage_tmpl);
-    struct RemoveStage {
-      fs::path p;
-      ~RemoveStage() {
-        std::error_code e;
-        fs::remove_all(p, e);
-      }
-    } remove_stage{stage};
+    // The stage and every name in it are registered before they exist, so an interrupting signal
+    // at any point removes them (util/file_io.h: TempPath).
+    auto stage_dir = make_temp_folder((dir / ("." + model_name + ".stage.XXXXXX")).string());
+    if (!stage_dir) return stage_dir.error();
+    const fs::path stage((*stage_dir)->path());
+    const fs::path data_path = dir / data_name, old_model = stage / ("old." + model_name);
+    const TempPath staged_data((stage / data_name).string()), staged_model((stage / model_name).string()),
+        moved_aside(old_model.string());
     std::unordered_map<std::string, std::pair<size_t, size_t>> where;
     RLFLOW_TRY_STATUS(write_file_atomic((stage / data_name).string(), [&](int fd) {
       size_t offset = 0;
@@ -1069,8 +1068,8 @@ Status write_model_file(const ir::Graph& g, const std::string& path, const Expor
         },
         check_written));
     // The old model goes first: from here until the new one is in place there is no model at the
-    // path, never one that reads the new weights.
-    const fs::path data_path = dir / data_name, old_model = stage / ("old." + model_name);
+    // path, never one that reads the new weights. A signal waits until the three renames are done.
+    DeferInterrupts defer;
     const bool had_model = fs::exists(path, ec);
     if (had_model && std::rename(path.c_str(), old_model.c_str()) != 0)
       return Error::bad_input("cannot move the previous " + path + " aside (" + std::strerror(errno) + ")");

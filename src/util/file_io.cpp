@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -31,24 +33,27 @@ Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
 
 namespace {
 
-// Temporary files of writes in progress, for the signal handler: fixed storage, because a handler
-// may only call async-signal-safe functions (unlink) and must not allocate. A slot is 0 (free),
-// 1 (being filled) or 2 (holds a path).
+// Temporary files and folders of writes in progress, for the signal handler: fixed storage,
+// because a handler may only call async-signal-safe functions (unlink, rmdir) and must not
+// allocate. A slot is 0 (free), 1 (being filled) or 2 (holds a path); g_temp_dir says whether it
+// names a folder (removed after every file, so it is empty by then).
 constexpr int kTempSlots = 32;
 constexpr size_t kTempPathMax = 4096;
 char g_temp_paths[kTempSlots][kTempPathMax];
+bool g_temp_dir[kTempSlots];
 std::atomic<int> g_temp_state[kTempSlots];
 
-int register_temp(const std::string& path) {
+int register_temp(const std::string& path, bool dir) {
   if (path.size() >= kTempPathMax) return -1;
   for (int i = 0; i < kTempSlots; ++i) {
     int expected = 0;
     if (!g_temp_state[i].compare_exchange_strong(expected, 1)) continue;
     std::memcpy(g_temp_paths[i], path.c_str(), path.size() + 1);
+    g_temp_dir[i] = dir;
     g_temp_state[i].store(2);
     return i;
   }
-  return -1;  // more writes at once than slots: that file is still removed on every non-signal path
+  return -1;  // more at once than slots: that path is still removed on every non-signal path
 }
 
 void unregister_temp(int slot) {
@@ -56,30 +61,14 @@ void unregister_temp(int slot) {
 }
 
 extern "C" void remove_temps_and_reraise(int sig) {
-  for (int i = 0; i < kTempSlots; ++i)
-    if (g_temp_state[i].load() == 2) ::unlink(g_temp_paths[i]);
+  for (bool dirs : {false, true})
+    for (int i = 0; i < kTempSlots; ++i)
+      if (g_temp_state[i].load() == 2 && g_temp_dir[i] == dirs) dirs ? ::rmdir(g_temp_paths[i]) : ::unlink(g_temp_paths[i]);
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
-// The temporary file lives until it is renamed into place; on any other way out (an error, an
-// exception from `write` or `check`) it is removed.
-class TempFile {
- public:
-  explicit TempFile(std::string path) : path_(std::move(path)), slot_(register_temp(path_)) {}
-  ~TempFile() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-    unregister_temp(slot_);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-  void committed() { path_.clear(); }
-
- private:
-  std::string path_;
-  int slot_;
-};
+constexpr int kInterrupts[] = {SIGINT, SIGTERM, SIGHUP};
 
 mode_t process_umask() {
   // /proc/self/status reads the umask without changing it (umask(2) can only set it, and setting
@@ -102,6 +91,28 @@ const char* kind_of(mode_t m) {
 }
 
 }  // namespace
+
+DeferInterrupts::DeferInterrupts() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kInterrupts) sigaddset(&set, sig);
+  ::pthread_sigmask(SIG_BLOCK, &set, &saved_);
+}
+
+DeferInterrupts::~DeferInterrupts() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+TempPath::TempPath(std::string path, Kind kind) : path_(std::move(path)), kind_(kind), slot_(register_temp(path_, kind == kFolder)) {}
+
+TempPath::~TempPath() {
+  if (!path_.empty()) {
+    std::error_code ec;
+    if (kind_ == kFolder)
+      fs::remove_all(path_, ec);
+    else
+      ::unlink(path_.c_str());
+  }
+  unregister_temp(slot_);
+}
 
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa{}, sb{};
@@ -144,6 +155,7 @@ Status check_output_path(const std::string& path, const std::vector<std::string>
   // external-data file: a name too long for the file system, or a folder that takes no new files
   // (/proc, a read-only mount, root's access() saying yes), is found now and not after the run.
   std::string probe = (dir / ("." + target.filename().string() + ".data.tmp.XXXXXX")).string();
+  DeferInterrupts defer;  // a signal waits until the probe is gone
   const int fd = ::mkstemp(probe.data());
   if (fd < 0) return usage(path + ": cannot create a file in " + dir.string() + " (" + std::strerror(errno) + ")");
   ::close(fd);
@@ -164,9 +176,16 @@ Status write_file_atomic(const std::string& path, const std::function<bool(int f
     mode = st.st_mode & 07777;  // keep the mode of the file being replaced
   }
   std::string tmp_name = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = mkstemp(tmp_name.data());
+  std::optional<TempPath> tmp;
+  int fd = -1;
+  {
+    // Created and registered as one step: a signal in between (open(2) can take milliseconds on a
+    // busy disk) would end the process before the handler knew the file.
+    DeferInterrupts defer;
+    fd = mkstemp(tmp_name.data());
+    if (fd >= 0) tmp.emplace(tmp_name);
+  }
   if (fd < 0) return Error::bad_input("cannot create a file in " + dir.string() + " (" + std::strerror(errno) + ")");
-  TempFile tmp(tmp_name);
   bool wrote = false;
   try {
     wrote = write(fd);
@@ -178,15 +197,22 @@ Status write_file_atomic(const std::string& path, const std::function<bool(int f
   fchmod(fd, mode);
   const bool synced = wrote && ::fsync(fd) == 0;
   if (::close(fd) != 0 || !synced) return Error::bad_input("cannot write " + path + " (" + why + ")");
-  if (check) RLFLOW_TRY_STATUS(check(tmp.path()));
-  if (std::rename(tmp.path().c_str(), path.c_str()) != 0)
+  if (check) RLFLOW_TRY_STATUS(check(tmp->path()));
+  if (std::rename(tmp->path().c_str(), path.c_str()) != 0)
     return Error::bad_input("cannot move the output into place at " + path + " (" + std::strerror(errno) + ")");
-  tmp.committed();
+  tmp->keep();
   return {};
 }
 
+Expected<std::unique_ptr<TempPath>> make_temp_folder(std::string name_template) {
+  DeferInterrupts defer;
+  if (!::mkdtemp(name_template.data()))
+    return Error::bad_input("cannot create a folder " + name_template + " (" + std::strerror(errno) + ")");
+  return std::make_unique<TempPath>(name_template, TempPath::kFolder);
+}
+
 void install_temp_file_cleanup() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : kInterrupts) {
     struct sigaction old{};
     if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // e.g. under nohup
     struct sigaction sa{};

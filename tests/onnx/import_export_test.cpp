@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 #include "onnx/onnx_lib.h"
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cctype>
@@ -20,6 +23,7 @@
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/composites.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/util/file_io.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
@@ -929,6 +933,38 @@ TEST(WriteModelFile, ARefusedRewriteLeavesThePreviousModelAndWeightsAsTheyWere) 
   EXPECT_NE(slurp(path + ".data"), data_before);
   Graph back = import_ok(path, import_options());
   EXPECT_TRUE(structurally_equal(model(2), back));
+}
+
+// A signal while the pair is staged (here: during the check, when the stage holds the weights and
+// the model) leaves neither the stage folder nor anything in it, and the previous pair as it was.
+TEST(WriteModelFile, ASignalWhileThePairIsStagedLeavesThePreviousPairAndNoStage) {
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kFloat32, {1, 64}});
+  b.output(b.matmul(x, b.weight("w", random_tensor({64, 64}, 3))), "y");
+  const Graph g = std::move(b).build();
+  auto opts = export_options();
+  opts.external_data_threshold = 1024;
+  TempDir dir;
+  const auto path = (dir.path() / "m.onnx").string();
+  { std::ofstream(path) << "previous model"; }
+  { std::ofstream(path + ".data") << "previous weights"; }
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    install_temp_file_cleanup();
+    (void)onnxio::write_model_file(g, path, opts, {}, [](const std::string&) -> Status {
+      ::raise(SIGTERM);
+      return {};
+    });
+    _exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"m.onnx", "m.onnx.data"}));
+  EXPECT_EQ(slurp(path), "previous model");
+  EXPECT_EQ(slurp(path + ".data"), "previous weights");
 }
 
 TEST(ReadTensorFile, ReadsATensorProto) {

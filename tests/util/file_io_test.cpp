@@ -73,6 +73,36 @@ TEST(FileIo, ATerminatingSignalDuringTheWriteRemovesTheTemporaryFile) {
   }
 }
 
+// The temporary file is created and registered as one step. A signal that came between the two
+// (mkstemp's open(2) returning, the handler running before the file was known) left it behind:
+// about 1 in 75 signals against a process that writes in a loop, 4 of 300 here before the fix.
+TEST(FileIo, NoTemporaryFileOutlivesASignalAtAnyPointOfTheWrite) {
+  TempDir d;
+  const auto out = (d.path / "out.bin").string();
+  uint32_t seed = 12345;
+  int left = 0;
+  for (int i = 0; i < 300; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      install_temp_file_cleanup();
+      for (;;) (void)write_file_atomic(out, std::string("x"));
+    }
+    seed = seed * 1664525u + 1013904223u;
+    ::usleep(1000 + (seed >> 8) % 6000);
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    for (const auto& e : fs::directory_iterator(d.path))
+      if (e.path().filename() != "out.bin") {
+        ++left;
+        fs::remove(e.path());
+      }
+  }
+  EXPECT_EQ(left, 0) << "temporary files left by " << left << " of 300 signals";
+}
+
 TEST(FileIo, TheOutputTakesTheReplacedFilesModeOrTheUmask) {
   TempDir d;
   const auto out = (d.path / "out.bin").string();

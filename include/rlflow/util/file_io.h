@@ -1,6 +1,9 @@
 #pragma once
 // Whole-file reads and atomic writes, shared by model export, rule files, profiles and caches.
+#include <signal.h>
+
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,44 @@ Status check_output_path(const std::string& path, const std::vector<std::string>
 // Removes the temporary files of writes still in progress when SIGINT, SIGTERM or SIGHUP arrives,
 // then lets the signal end the process as it would have. Called once by the CLI's main.
 void install_temp_file_cleanup();
+
+// Holds SIGINT, SIGTERM and SIGHUP back in this thread while it lives; one that arrives meanwhile
+// is delivered when it ends. For steps a signal must not split: a temporary path created and then
+// registered, or the renames that put a model and its weights in place.
+class DeferInterrupts {
+ public:
+  DeferInterrupts();
+  ~DeferInterrupts();
+  DeferInterrupts(const DeferInterrupts&) = delete;
+  DeferInterrupts& operator=(const DeferInterrupts&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// A path that is removed when this goes out of scope (unless keep() was called) and, after
+// install_temp_file_cleanup, when an interrupting signal ends the process: a file is unlinked; a
+// folder is removed with its contents on scope exit, and by the signal handler only once empty
+// (register the files inside it as TempPaths too). The path may name something that does not
+// exist yet, so a file that a rename will put there is covered from before it appears.
+class TempPath {
+ public:
+  enum Kind { kFile, kFolder };
+  explicit TempPath(std::string path, Kind kind = kFile);
+  ~TempPath();
+  TempPath(const TempPath&) = delete;
+  TempPath& operator=(const TempPath&) = delete;
+  const std::string& path() const { return path_; }
+  void keep() { path_.clear(); }
+
+ private:
+  std::string path_;
+  Kind kind_;
+  int slot_;
+};
+
+// mkdtemp(3) of `name_template` (ending in XXXXXX), registered as a TempPath folder in one step.
+Expected<std::unique_ptr<TempPath>> make_temp_folder(std::string name_template);
 
 // Creates the folders above `path` (for caches under ~/.cache); outputs the user names are not
 // given folders implicitly.
