@@ -3,6 +3,7 @@
 #include <array>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include "rlflow/util/hash.h"
 
@@ -10,20 +11,29 @@ namespace rlflow::ir {
 
 namespace {
 
+// Where a parameter struct sits in OpParams; an op without parameters has std::monostate.
+template <class T = std::monostate, size_t I = 0>
+constexpr uint8_t params_index() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, OpParams>, T>)
+    return static_cast<uint8_t>(I);
+  else
+    return params_index<T, I + 1>();
+}
+
 // The op table. A new OpKind needs its row here (the static_assert below says so) and a case in
 // every switch over OpKind (-Werror=switch says where).
-#define RLFLOW_OP(kind, onnx_type, form, cost) \
-  OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost, false, 1 }
+#define RLFLOW_OP(kind, onnx_type, form, cost, ...) \
+  OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost, false, 1, params_index<__VA_ARGS__>() }
 // A plain op (OpInfo::plain): the row is all it needs.
 #define RLFLOW_PLAIN_OP(kind, form, cost, since) \
-  OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since }
+  OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since, 0 }
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Input, "", kSource, kFree),
     RLFLOW_OP(Weight, "", kSource, kFree),
-    RLFLOW_OP(Constant, "", kSource, kFill),  // folded into an initializer on export
-    RLFLOW_OP(Conv, "Conv", kOther, kConv),
+    RLFLOW_OP(Constant, "", kSource, kFill, ConstantParams),  // folded into an initializer on export
+    RLFLOW_OP(Conv, "Conv", kOther, kConv, ConvParams),
     RLFLOW_OP(MatMul, "MatMul", kOther, kMatMul),
-    RLFLOW_OP(Gemm, "Gemm", kOther, kMatMul),
+    RLFLOW_OP(Gemm, "Gemm", kOther, kMatMul, GemmParams),
     RLFLOW_OP(Add, "Add", kElementwiseBinary, kVector),
     RLFLOW_OP(Sub, "Sub", kElementwiseBinary, kVector),
     RLFLOW_OP(Mul, "Mul", kElementwiseBinary, kVector),
@@ -34,37 +44,37 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Sigmoid, "Sigmoid", kElementwiseUnary, kSpecial),
     RLFLOW_OP(Tanh, "Tanh", kElementwiseUnary, kSpecial),
     RLFLOW_OP(Erf, "Erf", kElementwiseUnary, kSpecial),
-    RLFLOW_OP(Clip, "Clip", kElementwiseUnary, kVector),
-    RLFLOW_OP(Softmax, "Softmax", kOther, kVector),
-    RLFLOW_OP(LayerNorm, "LayerNormalization", kOther, kVector),
-    RLFLOW_OP(ReduceMean, "ReduceMean", kOther, kVector),
-    RLFLOW_OP(BatchNorm, "BatchNormalization", kOther, kVector),
-    RLFLOW_OP(MaxPool, "MaxPool", kOther, kPool),
-    RLFLOW_OP(AveragePool, "AveragePool", kOther, kPool),
+    RLFLOW_OP(Clip, "Clip", kElementwiseUnary, kVector, ClipParams),
+    RLFLOW_OP(Softmax, "Softmax", kOther, kVector, AxisParams),
+    RLFLOW_OP(LayerNorm, "LayerNormalization", kOther, kVector, NormParams),
+    RLFLOW_OP(ReduceMean, "ReduceMean", kOther, kVector, AxesParams),
+    RLFLOW_OP(BatchNorm, "BatchNormalization", kOther, kVector, NormParams),
+    RLFLOW_OP(MaxPool, "MaxPool", kOther, kPool, PoolParams),
+    RLFLOW_OP(AveragePool, "AveragePool", kOther, kPool, PoolParams),
     RLFLOW_OP(GlobalAveragePool, "GlobalAveragePool", kOther, kVector),
-    RLFLOW_OP(Concat, "Concat", kOther, kLayout),
-    RLFLOW_OP(Split, "Split", kOther, kLayout),
-    RLFLOW_OP(Transpose, "Transpose", kOther, kLayout),
-    RLFLOW_OP(Reshape, "Reshape", kOther, kView),
-    RLFLOW_OP(Flatten, "Flatten", kOther, kView),
-    RLFLOW_OP(Pad, "Pad", kOther, kLayout),
-    RLFLOW_OP(Slice, "Slice", kOther, kSlice),
-    RLFLOW_OP(Gather, "Gather", kOther, kGather),
-    RLFLOW_OP(Squeeze, "Squeeze", kOther, kView),
-    RLFLOW_OP(Unsqueeze, "Unsqueeze", kOther, kView),
-    RLFLOW_OP(Enlarge, "Pad", kOther, kLayout),  // TASO's kernel enlargement is a Pad of the weight
-    RLFLOW_OP(ScalarMul, "Mul", kElementwiseUnary, kVector),  // Mul by a scalar initializer
-    RLFLOW_OP(Cast, "Cast", kElementwiseUnary, kLayout),
-    RLFLOW_OP(Gelu, "Gelu", kElementwiseUnary, kSpecial),
-    RLFLOW_OP(HardSigmoid, "HardSigmoid", kElementwiseUnary, kVector),
+    RLFLOW_OP(Concat, "Concat", kOther, kLayout, AxisParams),
+    RLFLOW_OP(Split, "Split", kOther, kLayout, SplitParams),
+    RLFLOW_OP(Transpose, "Transpose", kOther, kLayout, TransposeParams),
+    RLFLOW_OP(Reshape, "Reshape", kOther, kView, ReshapeParams),
+    RLFLOW_OP(Flatten, "Flatten", kOther, kView, AxisParams),
+    RLFLOW_OP(Pad, "Pad", kOther, kLayout, PadParams),
+    RLFLOW_OP(Slice, "Slice", kOther, kSlice, SliceParams),
+    RLFLOW_OP(Gather, "Gather", kOther, kGather, AxisParams),
+    RLFLOW_OP(Squeeze, "Squeeze", kOther, kView, AxesParams),
+    RLFLOW_OP(Unsqueeze, "Unsqueeze", kOther, kView, AxesParams),
+    RLFLOW_OP(Enlarge, "Pad", kOther, kLayout, EnlargeParams),  // TASO's kernel enlargement is a Pad of the weight
+    RLFLOW_OP(ScalarMul, "Mul", kElementwiseUnary, kVector, ScalarParams),  // Mul by a scalar initializer
+    RLFLOW_OP(Cast, "Cast", kElementwiseUnary, kLayout, CastParams),
+    RLFLOW_OP(Gelu, "Gelu", kElementwiseUnary, kSpecial, GeluParams),
+    RLFLOW_OP(HardSigmoid, "HardSigmoid", kElementwiseUnary, kVector, HardSigmoidParams),
     RLFLOW_OP(HardSwish, "HardSwish", kElementwiseUnary, kVector),
-    RLFLOW_OP(Opaque, "", kOther, kOpaque),
+    RLFLOW_OP(Opaque, "", kOther, kOpaque, OpaqueParams),
     // After Opaque: kinds are numbered in cost signatures (recorded cost tables), so new ones go last.
-    RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector),  // ONNX opset 23
-    RLFLOW_OP(RotaryEmbedding, "RotaryEmbedding", kOther, kVector),  // ONNX opset 23
+    RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector, NormParams),  // ONNX opset 23
+    RLFLOW_OP(RotaryEmbedding, "RotaryEmbedding", kOther, kVector, RotaryParams),  // ONNX opset 23
     // Priced as its two GEMMs, reading Q, K, V (and the mask) and writing the output once: a fused
     // kernel keeps the (S, L) scores out of memory.
-    RLFLOW_OP(Attention, "Attention", kOther, kMatMul),  // ONNX opset 23
+    RLFLOW_OP(Attention, "Attention", kOther, kMatMul, AttentionParams),  // ONNX opset 23
     RLFLOW_PLAIN_OP(Exp, kElementwiseUnary, kSpecial, 1),
 }};
 #undef RLFLOW_OP
@@ -108,54 +118,31 @@ std::string_view activation_name(Activation a) {
   return "?";
 }
 
+namespace {
+template <size_t... I>
+OpParams make_params(size_t index, std::index_sequence<I...>) {
+  static OpParams (*const make[])() = {[]() -> OpParams { return std::variant_alternative_t<I, OpParams>{}; }...};
+  return make[index]();
+}
+}  // namespace
+
+OpParams default_params(OpKind k) { return make_params(op_info(k).params, std::make_index_sequence<std::variant_size_v<OpParams>>{}); }
+
 void hash_params(Hasher& h, const OpParams& params) {
   h.add(params.index());
   std::visit(
       [&h](const auto& p) {
-        using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, ConvParams>) {
-          h.add(p.strides).add(p.pads).add(p.dilations).add_i(p.group).add(static_cast<uint64_t>(p.act));
-        } else if constexpr (std::is_same_v<P, PoolParams>) {
-          h.add(p.kernel).add(p.strides).add(p.pads).add(p.ceil_mode).add(p.count_include_pad);
-        } else if constexpr (std::is_same_v<P, GemmParams>) {
-          h.add_f(p.alpha).add_f(p.beta).add(p.trans_a).add(p.trans_b);
-        } else if constexpr (std::is_same_v<P, AxisParams>) {
-          h.add_i(p.axis);
-        } else if constexpr (std::is_same_v<P, AxesParams>) {
-          h.add(p.axes).add(p.keepdims);
-        } else if constexpr (std::is_same_v<P, SplitParams>) {
-          h.add_i(p.axis).add(p.sizes);
-        } else if constexpr (std::is_same_v<P, TransposeParams>) {
-          h.add(p.perm);
-        } else if constexpr (std::is_same_v<P, ReshapeParams>) {
-          h.add(p.shape);
-        } else if constexpr (std::is_same_v<P, PadParams>) {
-          h.add(p.pads).add(static_cast<uint64_t>(p.mode)).add_f(p.value);
-        } else if constexpr (std::is_same_v<P, SliceParams>) {
-          h.add(p.starts).add(p.ends).add(p.axes).add(p.steps);
-        } else if constexpr (std::is_same_v<P, NormParams>) {
-          h.add_i(p.axis).add_f(p.epsilon);
-        } else if constexpr (std::is_same_v<P, ClipParams>) {
-          h.add_f(p.min).add_f(p.max);
-        } else if constexpr (std::is_same_v<P, EnlargeParams>) {
-          h.add(p.kernel);
-        } else if constexpr (std::is_same_v<P, ScalarParams>) {
-          h.add_f(p.value);
-        } else if constexpr (std::is_same_v<P, CastParams>) {
-          h.add(static_cast<uint64_t>(p.to));
-        } else if constexpr (std::is_same_v<P, GeluParams>) {
-          h.add(p.tanh);
-        } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
-          h.add_f(p.alpha).add_f(p.beta);
-        } else if constexpr (std::is_same_v<P, RotaryParams>) {
-          h.add(p.interleaved).add_i(p.num_heads).add_i(p.rotary_embedding_dim);
-        } else if constexpr (std::is_same_v<P, AttentionParams>) {
-          h.add(p.is_causal).add_f(p.scale).add_i(p.q_num_heads).add_i(p.kv_num_heads);
-        } else if constexpr (std::is_same_v<P, ConstantParams>) {
-          h.add(static_cast<uint64_t>(p.fill)).add(p.shape).add(static_cast<uint64_t>(p.dtype)).add_f(p.value);
-        } else if constexpr (std::is_same_v<P, OpaqueParams>) {
-          h.add(p.domain).add(p.op_type).add(p.attributes).add_i(p.since_version).add(p.input_slots).add(p.output_slots);
-        }
+        for_each_field(p, [&h](std::string_view, const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_enum_v<T>)
+            h.add(static_cast<uint64_t>(v));
+          else if constexpr (std::is_same_v<T, double>)
+            h.add_f(v);
+          else if constexpr (std::is_same_v<T, int64_t>)
+            h.add_i(v);
+          else  // bool, std::string, std::vector<int64_t>
+            h.add(v);
+        });
       },
       params);
 }

@@ -1,11 +1,17 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <tuple>
+
 #include "rlflow/exec/compare.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/rules/library_io.h"
 #include "rlflow/rules/match.h"
 #include "rlflow/rules/verify.h"
+#include "rlflow/util/hash.h"
 
 using namespace rlflow;
 using namespace rlflow::ir;
@@ -525,4 +531,118 @@ TEST(Rewriter, ApplyIntoAReusedGraphBuildsExactlyWhatApplyBuilds) {
     }
   }
   EXPECT_GE(compared, 15);
+}
+
+// One parameter value of every kind that has parameters, none of them at its default, to pin
+// what each parameter struct's description derives: the hash (cost tables recorded on a GPU are
+// keyed by it, so it must not move), the log form (the tables store it too) and the rule fields.
+namespace {
+
+std::vector<std::pair<OpKind, OpParams>> params_samples() {
+  return {
+      {OpKind::kConv, ConvParams{{2, 1}, {1, 0, 1, 0}, {1, 2}, 3, Activation::kRelu}},
+      {OpKind::kMaxPool, PoolParams{{3, 2}, {2, 2}, {0, 1, 0, 1}, true, false}},
+      {OpKind::kAveragePool, PoolParams{{2, 2}, {1, 1}, {0, 0, 0, 0}, false, true}},
+      {OpKind::kGemm, GemmParams{0.5, 2.0, true, false}},
+      {OpKind::kSoftmax, AxisParams{2}},
+      {OpKind::kConcat, AxisParams{1}},
+      {OpKind::kFlatten, AxisParams{3}},
+      {OpKind::kGather, AxisParams{0}},
+      {OpKind::kReduceMean, AxesParams{{1, 3}, false}},
+      {OpKind::kSqueeze, AxesParams{{0}, true}},
+      {OpKind::kUnsqueeze, AxesParams{{2}, true}},
+      {OpKind::kSplit, SplitParams{1, {2, 3}}},
+      {OpKind::kTranspose, TransposeParams{{0, 2, 1, 3}}},
+      {OpKind::kReshape, ReshapeParams{{6, 4}}},
+      {OpKind::kPad, PadParams{{0, 1, 0, 1}, PadMode::kReflect, 0.25}},
+      {OpKind::kSlice, SliceParams{{1}, {5}, {2}, {2}}},
+      {OpKind::kLayerNorm, NormParams{2, 1e-6}},
+      {OpKind::kRMSNorm, NormParams{1, 1e-5}},
+      {OpKind::kBatchNorm, NormParams{1, 1e-3}},
+      {OpKind::kClip, ClipParams{0.0, 6.0}},
+      {OpKind::kEnlarge, EnlargeParams{{5, 5}}},
+      {OpKind::kScalarMul, ScalarParams{0.125}},
+      {OpKind::kCast, CastParams{DType::kFloat16}},
+      {OpKind::kGelu, GeluParams{true}},
+      {OpKind::kHardSigmoid, HardSigmoidParams{0.25, 0.375}},
+      {OpKind::kRotaryEmbedding, RotaryParams{true, 4, 32}},
+      {OpKind::kAttention, AttentionParams{true, 0.125, 8, 2}},
+      {OpKind::kConstant, ConstantParams{ConstantFill::kIdentityConv, {4, 1, 3, 3}, DType::kFloat64, 1.5}},
+      {OpKind::kOpaque, OpaqueParams{"com.example", "Foo", "attribute bytes", 3, {0, 2}, {0}, nullptr}},
+      {OpKind::kRelu, OpParams{}},
+  };
+}
+
+std::string fields_str(const rules::Fields& f) {
+  std::ostringstream os;
+  for (const auto& [k, v] : f.ints) {
+    os << k << "=";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    os << " ";
+  }
+  for (const auto& [k, v] : f.reals) os << k << "~" << v << " ";
+  return os.str();
+}
+
+}  // namespace
+
+TEST(ParamsDescription, HashLogFormAndRuleFieldsStayAsRecorded) {
+  const bool print = std::getenv("RLFLOW_PRINT_PARAMS_GOLDEN") != nullptr;
+  // Printed by the code before the descriptions (RLFLOW_PRINT_PARAMS_GOLDEN=1 prints them again).
+  const std::vector<std::tuple<uint64_t, std::string, std::string>> golden = {
+      {0x9243622eaa5845bcull, "strides=2,1 pads=1,0,1,0 dilations=1,2 group=3 act=relu", "act=1 dilations=1,2 group=3 pads=1,0,1,0 strides=2,1 "},
+      {0xefb24fc59856dbfbull, "kernel=3,2 strides=2,2 pads=0,1,0,1", "ceil_mode=1 count_include_pad=0 kernel=3,2 pads=0,1,0,1 strides=2,2 "},
+      {0x64cd7d1aa32cad6aull, "kernel=2,2 strides=1,1 pads=0,0,0,0", "ceil_mode=0 count_include_pad=1 kernel=2,2 pads=0,0,0,0 strides=1,1 "},
+      {0x290b2e3aacfb3aa0ull, "alpha=0.5 beta=2 transA=1 transB=0", "trans_a=1 trans_b=0 alpha~0.5 beta~2 "},
+      {0x80a46a33d3cd893cull, "axis=2", "axis=2 "},
+      {0x6c6196f9c009245bull, "axis=1", "axis=1 "},
+      {0xd6f47d27beecfcecull, "axis=3", "axis=3 "},
+      {0x0534d2d476d2bf1bull, "axis=0", "axis=0 "},
+      {0x6b20fa542229d691ull, "axes=1,3 keepdims=0", "axes=1,3 keepdims=0 "},
+      {0x772dc581e40e3a74ull, "axes=0 keepdims=1", "axes=0 "},
+      {0x3967575381e58459ull, "axes=2 keepdims=1", "axes=2 "},
+      {0x449b32435207fa0dull, "axis=1 sizes=2,3", "axis=1 sizes=2,3 "},
+      {0x66f496642083585bull, "perm=0,2,1,3", "perm=0,2,1,3 "},
+      {0x4f39c98424bf38d3ull, "shape=6,4", "shape=6,4 "},
+      {0xba668f79382d47deull, "pads=0,1,0,1 mode=1 value=0.25", "mode=1 pads=0,1,0,1 value~0.25 "},
+      {0x3613eb33745000a6ull, "starts=1 ends=5 axes=2 steps=2", "axes=2 ends=5 starts=1 steps=2 "},
+      {0x19a8faab939c904dull, "axis=2 epsilon=1e-06", "axis=2 epsilon~1e-06 "},
+      {0x72c6dbd9ca0d9773ull, "axis=1 epsilon=1e-05", "axis=1 epsilon~1e-05 "},
+      {0xfda7501c2d34ccf3ull, "axis=1 epsilon=0.001", "epsilon~0.001 "},
+      {0x6c43a3844248c095ull, "min=0 max=6", "max~6 min~0 "},
+      {0x8e0a3068e16bb2f2ull, "kernel=5,5", "kernel=5,5 "},
+      {0x62e313886f63eb35ull, "value=0.125", "value~0.125 "},
+      {0x5ad2eb06961b1cf4ull, "to=float16", "to=2 "},
+      {0x030d37d4ac4647a3ull, "approximate=tanh", "approximate=1 "},
+      {0xc07a08e80d326189ull, "alpha=0.25 beta=0.375", "alpha~0.25 beta~0.375 "},
+      {0xc590c38c1e5a2e6bull, "interleaved=1 num_heads=4 rotary_embedding_dim=32", "interleaved=1 num_heads=4 rotary_embedding_dim=32 "},
+      {0xbc5a2afd3604f3e0ull, "is_causal=1 scale=0.125 q_num_heads=8 kv_num_heads=2", "is_causal=1 kv_num_heads=2 q_num_heads=8 scale~0.125 "},
+      {0x7ed4d2e4a03c1ddcull, "fill=1 shape=4,1,3,3 value=1.5", "dtype=1 fill=1 shape=4,1,3,3 value~1.5 "},
+      {0x68893985345620baull, "com.example.Foo", ""},
+      {0xf98def31b559d669ull, "", ""},
+  };
+  const auto samples = params_samples();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto& [kind, params] = samples[i];
+    Hasher h;
+    hash_params(h, params);
+    const auto fields = rules::params_to_fields(kind, params);
+    if (print) {
+      std::printf("      {0x%016llxull, \"%s\", \"%s\"},\n", static_cast<unsigned long long>(h.digest()), params_str(params).c_str(),
+                  fields_str(fields).c_str());
+      continue;
+    }
+    ASSERT_LT(i, golden.size());
+    SCOPED_TRACE(std::string(op_name(kind)));
+    EXPECT_EQ(default_params(kind).index(), params.index()) << "the op table names another parameter struct";
+    EXPECT_EQ(h.digest(), std::get<0>(golden[i]));
+    EXPECT_EQ(params_str(params), std::get<1>(golden[i]));
+    EXPECT_EQ(fields_str(fields), std::get<2>(golden[i]));
+    // The fields build the parameters back, for every field a rule can name.
+    auto back = rules::params_from_fields(kind, fields);
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    if (kind != OpKind::kOpaque) EXPECT_EQ(*back, params);
+    for (const auto& [name, v] : fields.ints) EXPECT_TRUE(rules::is_known_field(kind, name) && !rules::is_real_field(kind, name)) << name;
+    for (const auto& [name, v] : fields.reals) EXPECT_TRUE(rules::is_real_field(kind, name)) << name;
+  }
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -76,6 +77,7 @@ struct OpInfo {
   // the ONNX op table, src/exec/onnx_ops.cpp) handle it from this row alone, from opset `since`.
   bool plain = false;
   int since = 1;  // plain ops: the first default-domain opset that has the ONNX op
+  uint8_t params = 0;  // the index in OpParams of its parameter struct (0: none); default_params
 };
 const OpInfo& op_info(OpKind k);
 
@@ -89,47 +91,89 @@ inline bool is_commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::
 enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
 std::string_view activation_name(Activation a);
 
+// Every parameter struct describes its fields once, in order: describe(p, f) calls f(name, field)
+// for each, with p const or not. The hash (hash_params) and the rule fields (rules/fields.cpp:
+// what a rule names, reads and builds) derive from it, so a new field is one line there. The name
+// is the one rule files use. Order matters: the hash follows it, and recorded cost tables are
+// keyed by the hash, so fields are only ever appended.
+template <class P, class F>
+void for_each_field(P& p, F&& f) {
+  if constexpr (!std::is_same_v<std::remove_const_t<P>, std::monostate>) std::remove_const_t<P>::describe(p, f);
+}
+
 // Spatial attributes are always fully spelled out (one entry per spatial dim; pads as
 // begin..., end...), so two equal convolutions have equal parameters.
 struct ConvParams {
   std::vector<int64_t> strides, pads, dilations;
   int64_t group = 1;
   Activation act = Activation::kNone;  // fused activation; exported as a separate node
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("strides", p.strides); f("pads", p.pads); f("dilations", p.dilations); f("group", p.group); f("act", p.act);
+  }
   bool operator==(const ConvParams&) const = default;
 };
 struct PoolParams {
   std::vector<int64_t> kernel, strides, pads;
   bool ceil_mode = false;
   bool count_include_pad = false;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("kernel", p.kernel); f("strides", p.strides); f("pads", p.pads); f("ceil_mode", p.ceil_mode); f("count_include_pad", p.count_include_pad);
+  }
   bool operator==(const PoolParams&) const = default;
 };
 struct GemmParams {
   double alpha = 1.0, beta = 1.0;
   bool trans_a = false, trans_b = false;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("alpha", p.alpha); f("beta", p.beta); f("trans_a", p.trans_a); f("trans_b", p.trans_b);
+  }
   bool operator==(const GemmParams&) const = default;
 };
 // Softmax, Concat, Flatten, Gather: one axis, normalised to be non-negative.
 struct AxisParams {
   int64_t axis = 0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("axis", p.axis);
+  }
   bool operator==(const AxisParams&) const = default;
 };
 // ReduceMean, Squeeze, Unsqueeze: sorted non-negative axes.
 struct AxesParams {
   std::vector<int64_t> axes;
   bool keepdims = true;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("axes", p.axes); f("keepdims", p.keepdims);
+  }
   bool operator==(const AxesParams&) const = default;
 };
 struct SplitParams {
   int64_t axis = 0;
   std::vector<int64_t> sizes;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("axis", p.axis); f("sizes", p.sizes);
+  }
   bool operator==(const SplitParams&) const = default;
 };
 struct TransposeParams {
   std::vector<int64_t> perm;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("perm", p.perm);
+  }
   bool operator==(const TransposeParams&) const = default;
 };
 struct ReshapeParams {
   Shape shape;  // fully resolved: no 0 or -1
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("shape", p.shape);
+  }
   bool operator==(const ReshapeParams&) const = default;
 };
 enum class PadMode : uint8_t { kConstant, kReflect, kEdge };
@@ -137,46 +181,82 @@ struct PadParams {
   std::vector<int64_t> pads;  // begin..., end... for every dim
   PadMode mode = PadMode::kConstant;
   double value = 0.0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("pads", p.pads); f("mode", p.mode); f("value", p.value);
+  }
   bool operator==(const PadParams&) const = default;
 };
 // Normalised: one entry per sliced axis, clamped to the input's extent.
 struct SliceParams {
   std::vector<int64_t> starts, ends, axes, steps;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("starts", p.starts); f("ends", p.ends); f("axes", p.axes); f("steps", p.steps);
+  }
   bool operator==(const SliceParams&) const = default;
 };
 // LayerNorm and RMSNorm (axis: the first normalised dim) and BatchNorm (axis unused).
 struct NormParams {
   int64_t axis = -1;
   double epsilon = 1e-5;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("axis", p.axis); f("epsilon", p.epsilon);
+  }
   bool operator==(const NormParams&) const = default;
 };
 struct ClipParams {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("min", p.min); f("max", p.max);
+  }
   bool operator==(const ClipParams&) const = default;
 };
 // TASO's Enlarge: zero-pad a conv kernel (centred) to a larger spatial size.
 struct EnlargeParams {
   std::vector<int64_t> kernel;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("kernel", p.kernel);
+  }
   bool operator==(const EnlargeParams&) const = default;
 };
 struct ScalarParams {
   double value = 1.0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("value", p.value);
+  }
   bool operator==(const ScalarParams&) const = default;
 };
 struct CastParams {
   DType to = DType::kFloat32;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("to", p.to);
+  }
   bool operator==(const CastParams&) const = default;
 };
 // GELU (ONNX Gelu, opset 20): x * Phi(x) exactly, or its tanh approximation.
 struct GeluParams {
   bool tanh = false;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("approximate", p.tanh);
+  }
   bool operator==(const GeluParams&) const = default;
 };
 // ONNX HardSigmoid: max(0, min(1, alpha x + beta)). HardSwish (no parameters) is
 // x * HardSigmoid(x) with alpha 1/6, beta 1/2.
 struct HardSigmoidParams {
   double alpha = 0.2, beta = 0.5;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("alpha", p.alpha); f("beta", p.beta);
+  }
   bool operator==(const HardSigmoidParams&) const = default;
 };
 // ONNX RotaryEmbedding (opset 23): rotates pairs of X's first rotary_embedding_dim features (0: all)
@@ -185,6 +265,10 @@ struct HardSigmoidParams {
 struct RotaryParams {
   bool interleaved = false;
   int64_t num_heads = 0, rotary_embedding_dim = 0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("interleaved", p.interleaved); f("num_heads", p.num_heads); f("rotary_embedding_dim", p.rotary_embedding_dim);
+  }
   bool operator==(const RotaryParams&) const = default;
 };
 // ONNX Attention (opset 23): softmax(scale * Q K^T + mask) V, with is_causal masking the upper
@@ -195,6 +279,10 @@ struct AttentionParams {
   bool is_causal = false;
   double scale = 0.0;
   int64_t q_num_heads = 0, kv_num_heads = 0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("is_causal", p.is_causal); f("scale", p.scale); f("q_num_heads", p.q_num_heads); f("kv_num_heads", p.kv_num_heads);
+  }
   bool operator==(const AttentionParams&) const = default;
 };
 // TASO's constant-generating ops; they fold into initializers at export.
@@ -208,6 +296,10 @@ struct ConstantParams {
   Shape shape;
   DType dtype = DType::kFloat32;
   double value = 0.0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("fill", p.fill); f("shape", p.shape); f("dtype", p.dtype); f("value", p.value);
+  }
   bool operator==(const ConstantParams&) const = default;
 };
 // An ONNX op rlflow does not model: kept verbatim so the model round-trips.
@@ -220,6 +312,11 @@ struct OpaqueParams {
   // The attributes parsed (filled on import; what the executor reads). Derived from `attributes`,
   // so equality and the hash ignore it.
   AttributesPtr attrs;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("domain", p.domain); f("op_type", p.op_type); f("attributes", p.attributes); f("since_version", p.since_version);
+    f("input_slots", p.input_slots); f("output_slots", p.output_slots);  // not attrs: derived from attributes
+  }
   bool operator==(const OpaqueParams& o) const {
     return domain == o.domain && op_type == o.op_type && attributes == o.attributes && since_version == o.since_version &&
            input_slots == o.input_slots && output_slots == o.output_slots;
@@ -230,6 +327,9 @@ using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
                               ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
                               HardSigmoidParams, RotaryParams, AttentionParams>;
+
+// The parameters a node of kind k starts from: its struct (op_info(k).params), default-constructed.
+OpParams default_params(OpKind k);
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors
