@@ -156,7 +156,8 @@ Expected<std::unique_ptr<Runner>> make_runner(const RunnerOptions& o) {
         "rlflow reference executor", [mo](const ir::Graph& g) { return cost::measure_graph_cpu(g, mo); }));
   }
   if (o.target == "cudnn") {
-    if (!cost::cudnn_backend_compiled()) return Error::unsupported("this rlflow was built without the CUDA backend: the GPU runner (--target gpu) is unavailable");
+    if (!cost::cudnn_backend_compiled())
+      return Error::unsupported("the GPU runner (--target gpu) is unavailable: " + cost::cudnn_backend_absent());
     if (cost::probe_devices().device_count == 0) return Error::unsupported("no usable GPU: the GPU runner (--target gpu) is unavailable");
     return std::unique_ptr<Runner>(std::make_unique<CudnnGraphRunner>());
   }

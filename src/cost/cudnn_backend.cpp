@@ -321,6 +321,14 @@ bool cudnn_backend_compiled() {
 #endif
 }
 
+std::string cudnn_backend_absent() {
+#ifdef RLFLOW_HAVE_CUDNN
+  return cudnn_slot().present() ? "" : cudnn_slot().not_built();
+#else
+  return "this rlflow was built without CUDA/cuDNN";
+#endif
+}
+
 void use_cudnn_module(const gpu::CudnnModule* module) { cudnn_slot().use(module); }
 
 Expected<std::unique_ptr<CostModel>> make_cudnn_cost_model(const GpuOptions& opts) {

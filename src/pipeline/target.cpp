@@ -70,14 +70,15 @@ Expected<const TargetRecord*> find_target(const std::string& name) {
 
 Measurability measurability(const TargetRecord& t) {
   if (t.bench == "ort") return {true, ""};  // onnxruntime's own start decides, when it runs
-  const bool gpu = cost::cudnn_backend_compiled() && cost::probe_devices().device_count > 0;
+  if (!cost::cudnn_backend_compiled()) return {false, cost::cudnn_backend_absent()};
+  const bool gpu = cost::probe_devices().device_count > 0;
   if (t.name == "h100") {
     bool h100 = false;
     if (gpu)
       for (const auto& n : cost::probe_devices().names) h100 = h100 || n.find("H100") != std::string::npos;
-    return {h100, h100 ? "" : "no H100 in this machine (or no CUDA backend)"};
+    return {h100, h100 ? "" : "no H100 in this machine"};
   }
-  return {gpu, gpu ? "" : "no usable GPU in this machine, or rlflow was built without the CUDA backend"};
+  return {gpu, gpu ? "" : "no usable GPU in this machine"};
 }
 
 Expected<int64_t> parse_opset(const std::string& text) {

@@ -20,11 +20,19 @@ bool module_file_exists(const char* file, const char* env_var) {
   return std::filesystem::exists(module_path(file, env_var), ec);
 }
 
+namespace {
+constexpr const char* kBuild = " (scripts/setup/build builds it; the main job does not need it)";
+}
+
+std::string module_not_built(const char* file, const char* env_var, const std::string& what) {
+  return what + " (" + module_path(file, env_var) + ") is not built" + kBuild;
+}
+
 Expected<const void*> open_module(const char* file, const char* env_var, const char* entry, const std::string& what) {
   const std::string path = module_path(file, env_var);
-  const std::string build = " (scripts/setup/build builds it; the main job does not need it)";
+  const std::string build = kBuild;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return Error::unsupported(what + " (" + path + ") is not built" + build);
+  if (!std::filesystem::exists(path, ec)) return Error::unsupported(module_not_built(file, env_var, what));
   // RTLD_NOW: a module that does not match this binary fails here, whole, not at some later call.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) return Error::unsupported(what + " (" + path + ") could not be loaded: " + dlerror() + build);

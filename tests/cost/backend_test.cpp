@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "common.h"
 #include "rlflow/cost/analytic.h"
@@ -160,6 +162,25 @@ TEST(CudnnBackend, FailsCleanlyWithoutAGpu) {
     EXPECT_NE(m.error().message.find("cudnn backend"), std::string::npos) << m.error().message;
   }
   EXPECT_FALSE(measure_graph_gpu(tiny_cnn()).ok());
+}
+
+// Without the backend, the reason names what is missing: the module's file (where it was looked
+// for) or CUDA in the build, never a vague "no CUDA backend".
+TEST(CudnnBackend, SaysWhyItIsAbsent) {
+  EXPECT_EQ(cudnn_backend_absent().empty(), cudnn_backend_compiled());
+  const char* saved = std::getenv("RLFLOW_CUDNN_MODULE");
+  const std::string keep = saved ? saved : "";
+  setenv("RLFLOW_CUDNN_MODULE", "/nonexistent/librlflow_cudnn.so", 1);
+  const bool compiled = cudnn_backend_compiled();
+  const std::string why = cudnn_backend_absent();
+  if (saved)
+    setenv("RLFLOW_CUDNN_MODULE", keep.c_str(), 1);
+  else
+    unsetenv("RLFLOW_CUDNN_MODULE");
+  if (compiled) GTEST_SKIP() << "the module was loaded earlier in this process";
+  EXPECT_TRUE(why.find("/nonexistent/librlflow_cudnn.so) is not built") != std::string::npos ||
+              why.find("built without CUDA") != std::string::npos)
+      << why;
 }
 
 #define REQUIRE_GPU()                                                                                                      \

@@ -21,6 +21,8 @@ struct GpuOptions {
 // (librlflow_cudnn.so beside the binary, or $RLFLOW_CUDNN_MODULE) built or handed over. The module is
 // loaded only when a cost model or a runner is made.
 bool cudnn_backend_compiled();
+// Why it is not (empty when it is): a build without CUDA/cuDNN, or the module not built.
+std::string cudnn_backend_absent();
 
 namespace gpu {
 struct CudnnModule;

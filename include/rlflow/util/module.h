@@ -17,6 +17,8 @@ namespace rlflow {
 std::string module_path(const char* file, const char* env_var);
 // Whether that file exists (nothing is loaded).
 bool module_file_exists(const char* file, const char* env_var);
+// "<what> (<where>) is not built (how to build it)": the error when the file does not exist.
+std::string module_not_built(const char* file, const char* env_var, const std::string& what);
 
 // The table that `entry` in module_path(file, env_var) returns, or an ErrorCode::kUnsupported error
 // that names `what`, where it looked and how to build it.
@@ -48,6 +50,8 @@ class ModuleSlot {
     std::lock_guard<std::mutex> lock(mutex_);
     return table_ || module_file_exists(file_, env_var_);
   }
+  // Why get() would fail for want of the file (present() is false).
+  std::string not_built() const { return module_not_built(file_, env_var_, what_); }
   void use(const Table* table) {
     std::lock_guard<std::mutex> lock(mutex_);
     table_ = table;
