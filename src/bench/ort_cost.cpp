@@ -1,7 +1,5 @@
 #include "rlflow/bench/ort_cost.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +9,7 @@
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/composites.h"
 #include "rlflow/onnx/model_io.h"
+#include "rlflow/util/file_io.h"
 
 namespace rlflow::bench {
 
@@ -59,12 +58,10 @@ namespace {
 
 class OrtCostModel : public cost::CostModel {
  public:
-  OrtCostModel(OrtCostOptions o, std::unique_ptr<Runner> r, std::string dir)
+  // `dir` (removed with the model, or by an interrupting signal) holds each op's model while
+  // onnxruntime loads it.
+  OrtCostModel(OrtCostOptions o, std::unique_ptr<Runner> r, std::unique_ptr<TempPath> dir)
       : opts_(o), runner_(std::move(r)), dir_(std::move(dir)) {}
-  ~OrtCostModel() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
 
   Expected<double> op_cost(const cost::OpSignature& sig) override {
     if (sig.kind == ir::OpKind::kOpaque) return cost::kOpaqueCostMs;
@@ -93,11 +90,11 @@ class OrtCostModel : public cost::CostModel {
   Expected<double> time_op(const cost::OpSignature& sig) {
     auto g = single_op_graph(sig);
     if (!g) return g.error().with_context(sig.str());
-    const std::string path = (fs::path(dir_) / ("op" + std::to_string(count_++) + ".onnx")).string();
+    const TempPath file((fs::path(dir_->path()) / ("op" + std::to_string(count_++) + ".onnx")).string());
     onnxio::ExportOptions eo;
     eo.check = false;
-    if (auto st = onnxio::write_model_file(*g, path, eo); !st.ok()) return st.error().with_context(sig.str());
-    auto id = runner_->load({path, *g});
+    if (auto st = onnxio::write_model_file(*g, file.path(), eo); !st.ok()) return st.error().with_context(sig.str());
+    auto id = runner_->load({file.path(), *g});  // the session holds the model; the file goes here
     if (!id) return id.error().with_context(sig.str());
     std::vector<double> times;
     for (int i = 0; i < opts_.warmup + opts_.repeats; ++i) {
@@ -111,7 +108,7 @@ class OrtCostModel : public cost::CostModel {
   OrtCostOptions opts_;
   double call_overhead_ms_ = -1;
   std::unique_ptr<Runner> runner_;
-  std::string dir_;
+  std::unique_ptr<TempPath> dir_;
   int count_ = 0;
 };
 
@@ -124,10 +121,10 @@ Expected<std::unique_ptr<cost::CostModel>> make_ort_cost_model(const OrtCostOpti
   auto r = make_runner(ro);
   if (!r) return r.error();
   std::error_code ec;
-  auto dir = fs::temp_directory_path(ec) / ("rlflow-ort-ops-" + std::to_string(getpid()));
-  fs::create_directories(dir, ec);
-  if (ec) return Error::internal("cannot create " + dir.string() + ": " + ec.message());
-  return std::unique_ptr<cost::CostModel>(std::make_unique<OrtCostModel>(o, std::move(*r), dir.string()));
+  auto tmp = fs::temp_directory_path(ec);
+  auto dir = make_temp_folder(((ec ? fs::path("/tmp") : tmp) / "rlflow-ort-ops-XXXXXX").string());
+  if (!dir) return dir.error();
+  return std::unique_ptr<cost::CostModel>(std::make_unique<OrtCostModel>(o, std::move(*r), std::move(*dir)));
 }
 
 void register_cost_backends() {
