@@ -92,7 +92,8 @@ def make_inputs(model, seed: int, overrides: Optional[Dict[str, List[int]]] = No
         if np.issubdtype(dtype, np.floating):
             arr = rng.standard_normal(shape).astype(dtype)
         elif np.issubdtype(dtype, np.integer):
-            arr = rng.integers(0, 4, size=shape).astype(dtype)
+            # BERT's token types index a table of two segments
+            arr = rng.integers(0, 2 if "token_type" in vi.name.lower() else 4, size=shape).astype(dtype)
         elif dtype == np.bool_:
             arr = rng.random(shape) < 0.5
         else:

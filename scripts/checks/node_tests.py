@@ -43,7 +43,7 @@ DEFAULT_OPS = (
     "ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare "
     "ArgMax ArgMin TopK LogSoftmax Hardmax LpNormalization Einsum InstanceNormalization GroupNormalization "
     "Resize ConvTranspose DepthToSpace SpaceToDepth GlobalMaxPool Size NegativeLogLikelihoodLoss "
-    "SoftmaxCrossEntropyLoss GridSample DequantizeLinear QuantizeLinear DynamicQuantizeLinear EyeLike Det Shrink "
+    "SoftmaxCrossEntropyLoss GridSample DequantizeLinear QuantizeLinear DynamicQuantizeLinear MatMulInteger EyeLike Det Shrink "
     "MeanVarianceNormalization LRN ReverseSequence HannWindow HammingWindow BlackmanWindow CenterCropPad Compress LpPool"
 ).split()
 

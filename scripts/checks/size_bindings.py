@@ -102,14 +102,18 @@ def vocab_size(model) -> Optional[int]:
     if "rlflow_hf.vocab_size" in meta:
         return int(meta["rlflow_hf.vocab_size"])
     inits = {t.name: t for t in model.graph.initializer}
+    # A quantized model's embedding table is DequantizeLinear(initializer).
+    dq = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input}
     for n in model.graph.node:
-        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == "input_ids" and n.input[0] in inits:
-            return int(inits[n.input[0]].dims[0])
+        if n.op_type == "Gather" and len(n.input) > 1 and n.input[1] == "input_ids":
+            table = dq.get(n.input[0], n.input[0])
+            if table in inits:
+                return int(inits[table].dims[0])
     return None
 
 
 def make_feeds(model, binding: Dict[str, int], seed: int = 0) -> Dict[str, np.ndarray]:
-    """Floats N(0, 1); masks ones; position ids past..past+sequence; other integers in [0, vocab)."""
+    """Floats N(0, 1); masks ones; position ids past..past+sequence; token types in [0, 2); other integers in [0, vocab)."""
     from onnx import helper
 
     rng = np.random.default_rng(seed)
@@ -124,6 +128,8 @@ def make_feeds(model, binding: Dict[str, int], seed: int = 0) -> Dict[str, np.nd
             feeds[vi.name] = np.ones(shape, dtype=dtype)
         elif "position" in name and np.issubdtype(dtype, np.integer) and shape:
             feeds[vi.name] = np.broadcast_to(np.arange(past, past + shape[-1], dtype=dtype), shape).copy()
+        elif "token_type" in name and np.issubdtype(dtype, np.integer):
+            feeds[vi.name] = rng.integers(0, 2, size=shape).astype(dtype)  # BERT's two segments
         elif np.issubdtype(dtype, np.integer):
             feeds[vi.name] = rng.integers(0, vocab, size=shape).astype(dtype)
         elif dtype == np.bool_:

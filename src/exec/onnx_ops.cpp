@@ -1230,6 +1230,19 @@ const std::unordered_map<std::string, Entry>& table() {
                                     return Outs{y.to(at::kByte), at::scalar_tensor(scale, at::kFloat), at::scalar_tensor(zp, at::kByte)};
                                   },
                                   nullptr};
+    // (A - a_zero_point) x (B - b_zero_point) in int32: exact in double for int8 operands (|a·b|
+    // <= 2^16 per product, so K up to 2^37 terms). a's zero point is a scalar or one per row of A,
+    // b's a scalar or one per column of B.
+    m["MatMulInteger"] = {[](const OnnxCall& c) {
+                            at::Tensor a = c.x(0).to(at::kDouble), b = c.x(1).to(at::kDouble);
+                            if (c.has(2)) {
+                              at::Tensor z = c.in[2]->to(at::kDouble);
+                              a = a - (z.dim() == 1 && z.numel() > 1 ? z.unsqueeze(-1) : z);
+                            }
+                            if (c.has(3)) b = b - c.in[3]->to(at::kDouble);
+                            return one(at::matmul(a, b).round().to(at::kInt));
+                          },
+                          nullptr};
     m["EyeLike"] = {[](const OnnxCall& c) {
                       const at::Tensor& x = c.x(0);
                       const int64_t k = c.a.i("k", 0);

@@ -101,6 +101,7 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
   CompositeStats local;
   CompositeStats& st = stats ? *stats : local;
   fusion::Matcher m(g);
+  const std::vector<bool> quantized = quantization_boundary(g);
   // Roots are visited last to first so a chain is claimed whole before a node inside it could be
   // taken as another chain's root. The fused node replaces the root in place: its inputs all come
   // before the root, so the order stays topological, and the chain's other nodes fall dead.
@@ -113,6 +114,10 @@ Graph recognise_composites(const Graph& g, CompositeStats* stats, std::optional<
     for (const auto* f : on) {
       std::string why;
       auto mt = f->match(m, id, &why);
+      if (mt && std::any_of(mt->chain.begin(), mt->chain.end(), [&](NodeId n) { return quantized[static_cast<size_t>(n)]; })) {
+        why = "the chain reads or feeds a quantization op (the runtime's quantized kernels are built from it)";
+        mt.reset();
+      }
       if (!mt) {
         if (!why.empty() && stats && !m.claimed(id)) rejected.push_back({f->info().name, id, std::move(why)});
         continue;

@@ -46,6 +46,35 @@ std::vector<bool> constant_nodes(const Graph& g) {
   return c;
 }
 
+bool is_quantization_op(std::string_view domain, std::string_view op_type) {
+  if (!domain.empty() && domain != "ai.onnx" && domain != "com.microsoft") return false;
+  static constexpr std::string_view kOps[] = {
+      "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
+      "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM", "QGemm", "QAttention",
+      "QOrderedMatMul", "MatMulNBits", "MatMulBnb4", "GatherBlockQuantized"};
+  for (auto op : kOps)
+    if (op_type == op) return true;
+  return op_type.substr(0, 7) == "QLinear";  // QLinearConv, QLinearMatMul, QLinearAdd, ...
+}
+
+bool is_quantization_op(const Node& n) {
+  const auto* p = n.kind == OpKind::kOpaque ? std::get_if<OpaqueParams>(&n.params) : nullptr;
+  return p && is_quantization_op(p->domain, p->op_type);
+}
+
+std::vector<bool> quantization_boundary(const Graph& g) {
+  std::vector<bool> b(g.size(), false);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const auto& n = g.node(static_cast<NodeId>(i));
+    if (!is_quantization_op(n)) {
+      for (const auto& in : n.inputs) b[i] = b[i] || is_quantization_op(g.node(in.node));
+      continue;
+    }
+    for (const auto& in : n.inputs) b[static_cast<size_t>(in.node)] = true;
+  }
+  return b;
+}
+
 std::vector<std::vector<Use>> Graph::consumers() const {
   std::vector<std::vector<Use>> uses(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i)

@@ -107,6 +107,23 @@ std::optional<OpKind> op_from_name(std::string_view name) {
 bool is_elementwise_binary(OpKind k) { return op_info(k).form == OpForm::kElementwiseBinary; }
 bool is_elementwise_unary(OpKind k) { return op_info(k).form == OpForm::kElementwiseUnary; }
 bool is_source(OpKind k) { return op_info(k).form == OpForm::kSource; }
+bool moves_values_only(OpKind k) {
+  switch (op_info(k).cost) {
+    case CostClass::kFree:
+    case CostClass::kFill:
+    case CostClass::kView:
+    case CostClass::kLayout:
+    case CostClass::kSlice:
+    case CostClass::kGather: return true;
+    case CostClass::kOpaque:
+    case CostClass::kConv:
+    case CostClass::kMatMul:
+    case CostClass::kVector:
+    case CostClass::kSpecial:
+    case CostClass::kPool: return false;
+  }
+  return false;
+}
 
 std::string_view activation_name(Activation a) {
   switch (a) {

@@ -637,8 +637,11 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   // Transpose) is not folded here: that would hold and write the weight twice. ir::fold_constants
   // then folds it only where nothing else reads the weight.
   const bool duplicates = std_domain && op != "Shape" && op != "Size" && reads_shared_initializer(n);
+  // A quantized model's Q/DQ ops are what the runtime builds its integer kernels from: a weight's
+  // DequantizeLinear stays a node (ir::is_quantization_op).
+  const bool quantization = ir::is_quantization_op(n.domain(), op);
   // Resolve constants first: shape chains and weight-only ONNX ops fold here.
-  if (std_domain && fold && !duplicates) {
+  if (std_domain && fold && !duplicates && !quantization) {
     std::vector<TensorPtr> cins;
     std::vector<std::optional<TensorType>> types;
     for (int k = 0; k < n.input_size(); ++k) {
@@ -658,7 +661,7 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   }
   // Every other all-constant node folds through the reference executor, so constant chains of any
   // op it runs (a causal mask built by Trilu, Where and Expand) become values later nodes can read.
-  if (std_domain && opts_.evaluator && !duplicates) {
+  if (std_domain && opts_.evaluator && !duplicates && !quantization) {
     auto folded = fold_through_evaluator(n);
     if (!folded) return folded.error();
     if (*folded) return {};

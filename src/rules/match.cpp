@@ -58,10 +58,15 @@ struct CompiledPattern {
   std::vector<int> order;                // search order of source nodes
   std::set<std::pair<int, int>> mapped;  // (source node, output) pairs that the target replaces
   size_t source_nodes = 0, source_inputs = 0;  // what it was compiled from, to catch a stale form
+  // Some source or target node computes (ir::moves_values_only is false for it): the rule then
+  // applies only where the matched nodes compute in floating point.
+  bool computes = false;
 
   explicit CompiledPattern(const Rule& r) {
     const auto& nodes = r.source.nodes;
     source_nodes = nodes.size();
+    for (const auto* pat : {&r.source, &r.target})
+      for (const auto& n : pat->nodes) computes = computes || !ir::moves_values_only(n.kind);
     for (const auto& n : nodes) source_inputs += n.inputs.size();
     for (const auto& n : nodes) {
       std::vector<Ref> refs;
@@ -195,6 +200,21 @@ class Matcher {
         if (!same) return refuse(Rejection::kParamsDiffer, [&] { return "parameter " + field + " of '" + pn.id + "' differs"; });
       }
     }
+    for (size_t p = 0; p < s.placed.size(); ++p)
+      if (ix_.quantized[static_cast<size_t>(s.placed[p])])
+        return refuse(Rejection::kQuantized, [&] { return "'" + r.source.nodes[p].id + "' reads or feeds a quantization op"; });
+    if (c_.computes)
+      for (size_t p = 0; p < s.placed.size(); ++p) {
+        const auto& node = g_.node(s.placed[p]);
+        if (ir::moves_values_only(node.kind)) continue;
+        auto not_float = [](const ir::TensorType& t) { return !ir::is_float(t.dtype); };
+        bool integer = std::any_of(node.outputs.begin(), node.outputs.end(), not_float);
+        for (const auto& in : node.inputs) integer = integer || not_float(g_.type(in));
+        if (integer)
+          return refuse(Rejection::kNotFloat, [&] {
+            return "'" + r.source.nodes[p].id + "' computes in a non-float type (rules are proved over the reals)";
+          });
+      }
     for (const auto& c : r.conditions) {
       auto l = eval_ints(c.lhs, s.b, g_), rr = eval_ints(c.rhs, s.b, g_);
       if (!l) return refuse(Rejection::kUnbound, [&] { return l.error().message; });
@@ -361,7 +381,8 @@ std::shared_ptr<const CompiledPattern> compile_pattern(const Rule& r) {
 }
 
 GraphIndex::GraphIndex(const Graph& g)
-    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(ir::constant_nodes(g)) {
+    : graph(g), uses(g.consumers()), by_kind(ir::kNumOpKinds), output_indices(g.size()), constant(ir::constant_nodes(g)),
+      quantized(ir::quantization_boundary(g)) {
   for (size_t i = 0; i < g.size(); ++i) by_kind[static_cast<size_t>(g.node(static_cast<NodeId>(i)).kind)].push_back(static_cast<NodeId>(i));
   for (const auto& o : g.outputs()) output_indices[static_cast<size_t>(o.value.node)].push_back(o.value.index);
 }
@@ -398,6 +419,8 @@ std::string_view rejection_name(Rejection r) {
     case Rejection::kUnbound: return "unbound variable";
     case Rejection::kShapeConflict: return "shape conflict";
     case Rejection::kTargetParams: return "target parameters";
+    case Rejection::kNotFloat: return "not float";
+    case Rejection::kQuantized: return "quantization boundary";
   }
   return "?";
 }
@@ -508,6 +531,12 @@ Status plan_rewrite(const GraphIndex& ix, const Rule& r, const Match& m, ApplySc
     auto types = ir::infer_types(tn.kind, n.params, in_types);
     if (!types) return ctx_as(Rejection::kShapeConflict, "shape conflict: " + types.error().message);
     n.outputs = std::move(*types);
+    if (!ir::moves_values_only(tn.kind)) {
+      bool integer = false;
+      for (const auto& t : in_types) integer = integer || !ir::is_float(t.dtype);
+      for (const auto& t : n.outputs) integer = integer || !ir::is_float(t.dtype);
+      if (integer) return ctx_as(Rejection::kNotFloat, "target node '" + tn.id + "' would compute in a non-float type");
+    }
     target_ids.emplace_back(tn.id, base + static_cast<NodeId>(targets.size()));
     targets.push_back(std::move(n));
   }

@@ -401,6 +401,38 @@ TEST(Import, OpaqueOpsAreKept) {
   EXPECT_EQ(opaque, (std::set<std::string>{"Softplus", "PRelu"}));
 }
 
+// A QDQ model (onnxruntime.quantization's quantize_static, scripts/corpus/make_quantized_models.py)
+// keeps every DequantizeLinear and QuantizeLinear, those of its int8 weights included: folding a
+// weight's DequantizeLinear into float32 made the file 3x larger and, in onnxruntime, a different
+// computation (its int8 kernels are built from the pattern). The graph exports as many of each.
+TEST(Import, QuantizedModelsKeepTheirQuantizationOps) {
+  for (const char* name : {"qdq_mobilenet_s8.onnx", "qdq_mobilenet_u8.onnx", "qdq_bert_s8.onnx"}) {
+    SCOPED_TRACE(name);
+    const fs::path p = kData / "quantized" / name;
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(slurp(p)));
+    std::map<std::string, int> in_file;
+    for (const auto& n : m.graph().node()) ++in_file[n.op_type()];
+    ASSERT_GT(in_file["DequantizeLinear"], 0);
+    auto count_op = [](const Graph& g, const std::string& op) {
+      int k = 0;
+      for (const auto& n : g.nodes())
+        if (n.kind == OpKind::kOpaque && std::get<OpaqueParams>(n.params).op_type == op) ++k;
+      return k;
+    };
+    Graph g = import_ok(p, import_options());
+    EXPECT_EQ(count_op(g, "DequantizeLinear"), in_file["DequantizeLinear"]);
+    EXPECT_EQ(count_op(g, "QuantizeLinear"), in_file["QuantizeLinear"]);
+    auto out = export_ok(g);
+    onnx::ModelProto back;
+    ASSERT_TRUE(back.ParseFromString(out.model_bytes));
+    int dq = 0;
+    for (const auto& n : back.graph().node()) dq += n.op_type() == "DequantizeLinear";
+    EXPECT_EQ(dq, in_file["DequantizeLinear"]);
+    EXPECT_LE(back.ByteSizeLong(), m.ByteSizeLong());
+  }
+}
+
 TEST(Import, SliceNegativeStepStartBeforeTheBeginning) {
   // Slice(x, starts=-100, ends=INT64_MIN, steps=-1): the start clamps to 0, so the result is [x[0]]
   // (what onnxruntime and ONNX shape inference compute), not an empty tensor.

@@ -198,3 +198,37 @@ def test_a_proto_over_the_limit_goes_through_external_data(monkeypatch):
     assert proto.SerializeToString() == before
     feed = {proto.graph.input[0].name: np.random.default_rng(3).standard_normal((1, 3, 16, 16), dtype=np.float32)}
     np.testing.assert_allclose(run_ort(result.model, feed)[0], run_ort(proto, feed)[0], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("flags", [{"deterministic": True}, {"target": "h100"}, {}])
+def test_an_integer_linear_layer_stays_what_onnxruntime_runs(dtype, flags):
+    # MatMul + bias in int32/int64 once became a Gemm, which onnxruntime has no kernel for: exit 0
+    # and a file it cannot load (--measure off, --target h100), or exit 3 under the default gate.
+    from onnx import helper, numpy_helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    w = numpy_helper.from_array((np.arange(24, dtype=dtype).reshape(4, 6) % 5), "w")
+    b = numpy_helper.from_array(np.arange(6, dtype=dtype), "b")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["y"])],
+                              "int_linear", [helper.make_tensor_value_info("x", elem, ["n", 4])],
+                              [helper.make_tensor_value_info("y", elem, ["n", 6])], [w, b])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = rlflow.optimise(proto, quiet=True, **flags)
+    assert "Gemm" not in [n.op_type for n in result.model.graph.node]
+    x = (np.arange(12, dtype=dtype).reshape(3, 4) % 7) - 3
+    np.testing.assert_array_equal(run_ort(result.model, {"x": x})[0], run_ort(proto, {"x": x})[0])
+
+
+def test_a_qdq_model_stays_quantized():
+    # quantize_static's QDQ MobileNetV2 (scripts/corpus/make_quantized_models.py): every
+    # DequantizeLinear is kept (a weight's used to be folded into float32, a 2.8x larger file) and
+    # onnxruntime's int8 kernels give the input's outputs exactly.
+    path = DATA / "quantized" / "qdq_mobilenet_s8.onnx"
+    proto = onnx.load(str(path))
+    result = rlflow.optimise(str(path), target="h100", quiet=True)
+    count = lambda m, op: sum(n.op_type == op for n in m.graph.node)  # noqa: E731
+    assert count(result.model, "DequantizeLinear") == count(proto, "DequantizeLinear") > 50
+    assert result.model.ByteSize() <= proto.ByteSize()
+    x = np.random.default_rng(3).standard_normal((3, 3, 32, 32), dtype=np.float32)
+    np.testing.assert_array_equal(run_ort(result.model, {"pixels": x})[0], run_ort(proto, {"pixels": x})[0])

@@ -646,3 +646,71 @@ TEST(ParamsDescription, HashLogFormAndRuleFieldsStayAsRecorded) {
     for (const auto& [name, v] : fields.reals) EXPECT_TRUE(rules::is_real_field(kind, name)) << name;
   }
 }
+
+// Rules are proved over the reals. An integer MatMul plus bias made into a Gemm is a file
+// onnxruntime cannot load (it has no integer Gemm kernel), and integer division does not
+// distribute: a rule that computes never applies to a match computing in an integer type.
+TEST(Matcher, RulesThatComputeSkipIntegerMatches) {
+  auto linear = [](DType dt) {
+    GraphBuilder b;
+    auto x = b.input("x", {dt, {3, 4}});
+    auto w = b.weight("w", Tensor::from_doubles(dt, {4, 6}, std::vector<double>(24, 2.0)));
+    auto bias = b.weight("b", Tensor::from_doubles(dt, {6}, std::vector<double>(6, 1.0)));
+    b.output(b.add(b.matmul(x, w), bias), "y");
+    return b.build();
+  };
+  const auto& r = rule("matmul_bias_to_gemm");
+  EXPECT_EQ(rules::find_matches(linear(DType::kFloat32), r).size(), 1u);
+  for (DType dt : {DType::kInt32, DType::kInt64}) {
+    rules::RejectionCounts counts{};
+    rules::MatchOptions mo;
+    mo.rejections = &counts;
+    const Graph g = linear(dt);
+    EXPECT_TRUE(rules::find_matches(g, r, mo).empty()) << dtype_name(dt);
+    EXPECT_EQ(counts[static_cast<size_t>(rules::Rejection::kNotFloat)], 1) << dtype_name(dt);
+    // A replayed match is refused the same way.
+    rules::Rejection why = rules::Rejection::kNone;
+    EXPECT_FALSE(rules::apply(rules::GraphIndex(g), r, Match{r.name, {3, 4}}, &why).ok());
+    EXPECT_EQ(why, rules::Rejection::kNotFloat);
+  }
+  // A rule that only moves values applies in every dtype.
+  GraphBuilder b;
+  auto x = b.input("x", {DType::kInt64, {2, 3, 4}});
+  auto t1 = b.op(OpKind::kTranspose, {x}, TransposeParams{{0, 2, 1}});
+  b.output(b.op(OpKind::kTranspose, {t1}, TransposeParams{{0, 2, 1}}), "y");
+  EXPECT_EQ(rules::find_matches(b.build(), rule("transpose_transpose_fuse")).size(), 1u);
+}
+
+// In a quantized (QDQ) model onnxruntime builds its integer kernels from DequantizeLinear -> op ->
+// QuantizeLinear as written: a Conv between them is left as it is (no Relu fused into it), while
+// the same Conv and Relu outside quantization fuse.
+TEST(Matcher, LeavesNodesAtAQuantizationBoundary) {
+  auto graph = [](bool quantized) {
+    GraphBuilder b;
+    auto x = b.input("x", {DType::kFloat32, {1, 3, 6, 6}});
+    ValueRef w = b.weight("w", random_tensor({4, 3, 1, 1}, 1));
+    if (quantized) {
+      auto q = b.weight("wq", Tensor::from_doubles(DType::kInt8, {4, 3, 1, 1}, std::vector<double>(12, 3.0)));
+      auto s = b.weight("ws", Tensor::from_doubles(DType::kFloat32, {}, {0.02}));
+      w = b.op_with_types(OpKind::kOpaque, {q, s}, OpaqueParams{"", "DequantizeLinear", "", 13, {0, 1}, {0}},
+                          {TensorType{DType::kFloat32, {4, 3, 1, 1}}}, "dq")[0];
+    }
+    auto c = b.conv(x, w, {1, 1}, {0, 0, 0, 0});
+    b.output(b.relu(c), "y");
+    return b.build();
+  };
+  const auto& r = rule("conv_relu_fuse");
+  EXPECT_EQ(rules::find_matches(graph(false), r).size(), 1u);
+  const Graph g = graph(true);
+  const auto boundary = quantization_boundary(g);
+  EXPECT_EQ(std::count(boundary.begin(), boundary.end(), true), 3) << "the DequantizeLinear's two inputs and the Conv";
+  rules::RejectionCounts counts{};
+  rules::MatchOptions mo;
+  mo.rejections = &counts;
+  EXPECT_TRUE(rules::find_matches(g, r, mo).empty());
+  EXPECT_EQ(counts[static_cast<size_t>(rules::Rejection::kQuantized)], 1);
+  EXPECT_TRUE(is_quantization_op("com.microsoft", "QLinearConv"));
+  EXPECT_TRUE(is_quantization_op("", "MatMulInteger"));
+  EXPECT_FALSE(is_quantization_op("", "MatMul"));
+  EXPECT_FALSE(is_quantization_op("com.example", "DequantizeLinear"));
+}

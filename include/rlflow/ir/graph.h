@@ -110,6 +110,19 @@ class Graph {
 // Opaque nodes never are (rlflow cannot evaluate them), and so nothing downstream of one is.
 std::vector<bool> constant_nodes(const Graph& g);
 
+// Quantized models. A quantization op is QuantizeLinear, DequantizeLinear or DynamicQuantizeLinear
+// (default domain or com.microsoft), or an ONNX/contrib op that computes on quantized values
+// (QLinear*, MatMulInteger, ConvInteger, ...); rlflow keeps them opaque. Runtimes build their
+// integer kernels from the pattern DequantizeLinear -> op -> QuantizeLinear as written, so such an
+// op is never folded (a weight's DequantizeLinear folded into float32 makes the file larger, slower
+// and, in onnxruntime, a different computation), and the nodes around it are left as they are.
+bool is_quantization_op(std::string_view domain, std::string_view op_type);
+bool is_quantization_op(const Node& n);
+// By node id: the nodes a rewrite must leave as they are in a quantized model, because a runtime's
+// quantized kernels are built from them: every node that reads a quantization op's output, and
+// every node whose output a quantization op reads. All false in a model without quantization ops.
+std::vector<bool> quantization_boundary(const Graph& g);
+
 // True when both graphs compute the same thing in the same structure (names ignored).
 bool structurally_equal(const Graph& a, const Graph& b);
 

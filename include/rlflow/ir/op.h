@@ -86,6 +86,11 @@ std::optional<OpKind> op_from_name(std::string_view name);
 bool is_elementwise_binary(OpKind k);  // Add Sub Mul Div Pow, numpy broadcasting
 bool is_elementwise_unary(OpKind k);   // Relu Sigmoid Tanh Erf Sqrt Clip ScalarMul Cast Gelu HardSigmoid HardSwish
 bool is_source(OpKind k);              // Input Weight Constant: no inputs
+// An op that only moves, selects or relabels values (sources, views, layout, slicing, gathering),
+// by its cost class: exact in every dtype. Every other op computes, and rlflow's rules and proofs
+// treat what it computes as real arithmetic, which integer types (wrapping, truncating division)
+// and runtimes' integer kernels (onnxruntime has no integer Gemm) do not follow.
+bool moves_values_only(OpKind k);
 inline bool is_commutative(OpKind k) { return k == OpKind::kAdd || k == OpKind::kMul; }  // inputs swap
 
 enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };

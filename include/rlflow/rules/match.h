@@ -33,8 +33,11 @@ enum class Rejection : uint8_t {
   kUnbound,        // a target input, output or condition refers to an unbound variable
   kShapeConflict,  // the target's types do not infer, or differ from the values it replaces
   kTargetParams,   // the target's parameters cannot be computed
+  kNotFloat,       // the rule computes (not only moves values) and the match computes in an integer or
+                   // bool type: rules are proved over the reals, which integer arithmetic does not follow
+  kQuantized,      // a matched node reads or feeds a quantization op (ir::quantization_boundary)
 };
-inline constexpr size_t kNumRejections = 10;
+inline constexpr size_t kNumRejections = 12;
 std::string_view rejection_name(Rejection r);
 using RejectionCounts = std::array<int64_t, kNumRejections>;
 
@@ -56,6 +59,7 @@ struct GraphIndex {
   std::vector<std::vector<ir::NodeId>> by_kind;      // nodes of each op kind, in order
   std::vector<std::vector<int32_t>> output_indices;  // which outputs of each node are graph outputs
   std::vector<bool> constant;                        // ir::constant_nodes: folds at export
+  std::vector<bool> quantized;                       // ir::quantization_boundary: left as it is
 };
 
 // The matcher's compiled form of r's source pattern (what RuleLibrary::reindex stores in r.compiled).
