@@ -350,6 +350,7 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
         p.since_version = info.since;
         for (size_t k = 0; k < n.inputs.size(); ++k) p.input_slots.push_back(static_cast<int64_t>(k));
         p.output_slots = {0};
+        p.attrs = std::make_shared<const ir::Attributes>(ir::plain_attributes(n.params));
         as_onnx.params = std::move(p);
         return run_onnx_op(as_onnx, in);
       }

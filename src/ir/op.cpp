@@ -25,8 +25,8 @@ constexpr uint8_t params_index() {
 #define RLFLOW_OP(kind, onnx_type, form, cost, ...) \
   OpInfo { OpKind::k##kind, #kind, onnx_type, "", OpForm::form, CostClass::cost, false, 1, params_index<__VA_ARGS__>() }
 // A plain op (OpInfo::plain): the row is all it needs.
-#define RLFLOW_PLAIN_OP(kind, form, cost, since) \
-  OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since, 0 }
+#define RLFLOW_PLAIN_OP(kind, form, cost, since, ...) \
+  OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since, params_index<__VA_ARGS__>() }
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Input, "", kSource, kFree),
     RLFLOW_OP(Weight, "", kSource, kFree),
@@ -76,6 +76,7 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     // kernel keeps the (S, L) scores out of memory.
     RLFLOW_OP(Attention, "Attention", kOther, kMatMul, AttentionParams),  // ONNX opset 23
     RLFLOW_PLAIN_OP(Exp, kElementwiseUnary, kSpecial, 1),
+    RLFLOW_PLAIN_OP(LeakyRelu, kElementwiseUnary, kVector, 6, LeakyReluParams),
 }};
 #undef RLFLOW_OP
 #undef RLFLOW_PLAIN_OP
@@ -215,10 +216,87 @@ std::string params_str(const OpParams& params) {
           os << "fill=" << static_cast<int>(p.fill) << " shape=" << join(p.shape) << " value=" << p.value;
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {
           os << (p.domain.empty() ? "" : p.domain + ".") << p.op_type;
+        } else {  // every struct since (plain ops): its fields as described, "alpha=0.1"
+          const char* sep = "";
+          for_each_field(p, [&](std::string_view name, const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            os << sep << name << "=";
+            sep = " ";
+            if constexpr (std::is_same_v<T, std::vector<int64_t>>) os << join(v);
+            else if constexpr (std::is_enum_v<T>) os << static_cast<int64_t>(v);
+            else os << v;
+          });
         }
       },
       params);
   return os.str();
+}
+
+}  // namespace rlflow::ir
+
+namespace rlflow::ir {
+
+namespace {
+template <class>
+inline constexpr bool kUnsupportedField = false;
+}  // namespace
+
+Attributes plain_attributes(const OpParams& params) {
+  Attributes a;
+  std::visit(
+      [&a](const auto& p) {
+        for_each_field(p, [&a](std::string_view name, const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, bool> || std::is_enum_v<T> || std::is_integral_v<T>)
+            a.set(std::string(name), static_cast<int64_t>(v));
+          else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::string>)
+            a.set(std::string(name), v);
+          else
+            static_assert(kUnsupportedField<T>, "a field type that an ONNX attribute cannot hold");
+        });
+      },
+      params);
+  return a;
+}
+
+Expected<OpParams> plain_params(OpKind k, const Attributes& a) {
+  OpParams params = default_params(k);
+  size_t known = 0;
+  std::string error;
+  std::visit(
+      [&](auto& p) {
+        for_each_field(p, [&](std::string_view field, auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          const auto it = a.all().find(std::string(field));
+          if (it == a.all().end() || !error.empty()) return;
+          ++known;
+          const AttrValue& value = it->second;
+          bool ok = true;
+          if constexpr (std::is_same_v<T, double>) {
+            if (const auto* d = std::get_if<double>(&value)) v = *d;
+            else if (const auto* i = std::get_if<int64_t>(&value)) v = static_cast<double>(*i);
+            else ok = false;
+          } else if constexpr (std::is_same_v<T, bool> || std::is_enum_v<T> || std::is_integral_v<T>) {
+            if (const auto* i = std::get_if<int64_t>(&value)) v = static_cast<T>(*i);
+            else ok = false;
+          } else if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::string>) {
+            if (const auto* x = std::get_if<T>(&value)) v = *x;
+            else ok = false;
+          } else {
+            static_assert(kUnsupportedField<T>, "a field type that an ONNX attribute cannot hold");
+          }
+          if (!ok) error = "attribute '" + std::string(field) + "' of " + std::string(op_name(k)) + " has another type";
+        });
+      },
+      params);
+  if (!error.empty()) return Error::unsupported(error);
+  if (known != a.all().size())
+    for (const auto& [name, value] : a.all()) {
+      bool field = false;
+      std::visit([&](const auto& p) { for_each_field(p, [&](std::string_view f, const auto&) { field = field || f == name; }); }, params);
+      if (!field) return Error::unsupported("attribute '" + name + "' is not one rlflow models for " + std::string(op_name(k)));
+    }
+  return params;
 }
 
 }  // namespace rlflow::ir

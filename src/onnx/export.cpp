@@ -240,11 +240,21 @@ Status Exporter::emit(NodeId id) {
     set_float(c, "epsilon", p.epsilon);
     return {};
   };
-  if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op of the same name, no attributes
+  if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op of the same name, its fields as attributes
     if (opset_ < info.since)
       return Error::unsupported(std::string(info.onnx_type) + " needs opset " + std::to_string(info.since) + ", the output is opset " +
                                 std::to_string(opset_));
-    plain(std::string(info.onnx_type));
+    auto* c = plain(std::string(info.onnx_type));
+    // Each field as its attribute, where it differs from the struct's default (ONNX's default for
+    // that attribute): a default that float32 cannot hold (0.01) then reimports as it was.
+    const ir::Attributes attrs = ir::plain_attributes(n.params), defaults = ir::plain_attributes(ir::default_params(n.kind));
+    for (const auto& [name, v] : attrs.all()) {
+      if (auto d = defaults.all().find(name); d != defaults.all().end() && d->second == v) continue;
+      if (const auto* i = std::get_if<int64_t>(&v)) set_int(c, name, *i);
+      else if (const auto* f = std::get_if<double>(&v)) set_float(c, name, *f);
+      else if (const auto* is = std::get_if<std::vector<int64_t>>(&v)) set_ints(c, name, *is);
+      else return Error::internal(std::string(info.onnx_type) + ": attribute '" + name + "' of a type plain ops do not write");
+    }
     return {};
   }
   switch (n.kind) {

@@ -916,8 +916,9 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, it->second, ins, {}));
   }
-  // A plain op (ir::OpInfo::plain): its row names the ONNX type. One with attributes (a newer
-  // form than the IR models) stays opaque.
+  // A plain op (ir::OpInfo::plain): its row names the ONNX type and its struct's fields are its
+  // attributes. One with an attribute that is not a field (a newer form than the IR models) stays
+  // opaque.
   static const std::unordered_map<std::string, OpKind> plain = [] {
     std::unordered_map<std::string, OpKind> m;
     for (int k = 0; k < ir::kNumOpKinds; ++k)
@@ -925,10 +926,13 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     return m;
   }();
   if (auto it = plain.find(op); it != plain.end()) {
-    if (n.attribute_size() > 0) return false;
+    auto attrs = attributes_from_proto(n, base_dir_);
+    if (!attrs) return bad_node(n, attrs.error().message);
+    auto params = ir::plain_params(it->second, **attrs);
+    if (!params) return false;
     if (n.input_size() != (ir::is_elementwise_binary(it->second) ? 2 : 1)) return bad_node(n, "wrong number of inputs");
     RLFLOW_TRY_STATUS(take_present(2));
-    return done(emit(n, it->second, ins, {}));
+    return done(emit(n, it->second, ins, std::move(*params)));
   }
   if (op == "Gelu") {
     const std::string approx = attr_string(n, "approximate", "none");

@@ -150,6 +150,7 @@ Expected<ir::OpParams> params_from_fields(OpKind kind, const Fields& f) {
 }
 
 Fields default_fields(OpKind kind, int64_t nsp) {
+  if (ir::op_info(kind).plain) return params_to_fields(kind, ir::default_params(kind));  // the struct's defaults
   const auto n = static_cast<size_t>(std::max<int64_t>(nsp, 0));
   const std::vector<int64_t> ones(n, 1), zeros2(2 * n, 0);
   switch (kind) {

@@ -542,7 +542,7 @@ TEST(RoundTrip, OpaqueOpsKeepTypeAndAttributes) {
 }
 
 TEST(RoundTrip, OpaqueAttributesSurvive) {
-  // Selu and LeakyRelu are not modelled; their attributes must come back verbatim.
+  // Selu and Elu are not modelled; their attributes must come back verbatim.
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.set_producer_name("attr-test");
@@ -561,7 +561,7 @@ TEST(RoundTrip, OpaqueAttributesSurvive) {
   add_attr_float(hs, "alpha", 0.3f);
   add_attr_float(hs, "gamma", 0.6f);
   auto* lr = g->add_node();
-  lr->set_op_type("LeakyRelu");
+  lr->set_op_type("Elu");
   lr->set_name("lr");
   lr->add_input("h");
   lr->add_output("y");
@@ -580,7 +580,7 @@ TEST(RoundTrip, OpaqueAttributesSurvive) {
       ASSERT_EQ(n.attribute_size(), 2);
       for (const auto& a : n.attribute()) EXPECT_FLOAT_EQ(a.f(), a.name() == "alpha" ? 0.3f : 0.6f) << a.name();
     }
-    if (n.op_type() == "LeakyRelu") {
+    if (n.op_type() == "Elu") {
       ++seen;
       ASSERT_EQ(n.attribute_size(), 1);
       EXPECT_EQ(n.attribute(0).name(), "alpha");
@@ -1084,4 +1084,64 @@ TEST(PlainOp, ExpImportsRunsAndWritesFromItsRowAlone) {
   auto refused = onnxio::import_model(m.SerializeAsString(), "exp-attr", ".", import_options());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("from_the_future"), std::string::npos) << refused.error().message;
+}
+
+// LeakyRelu is a plain op with a parameter (ir::OpInfo::plain, LeakyReluParams): its op-table row and
+// its struct's one field import, infer, run, write and print it, alpha included. Added as the proof
+// that such an op costs its row, its struct, this test and the docs (issue 59).
+TEST(PlainOp, LeakyReluTakesItsAttributeFromItsStruct) {
+  for (const double alpha : {0.01, 0.2}) {
+    SCOPED_TRACE(alpha);
+    onnx::ModelProto m = opset17_model();
+    auto* g = m.mutable_graph();
+    add_io(g->add_input(), "x", {"batch", "3"});
+    add_io(g->add_output(), "y", {"batch", "3"});
+    add_node(g, "LeakyRelu", {"x"}, "y");
+    auto* node = g->mutable_node(g->node_size() - 1);
+    if (alpha != 0.01) {  // ONNX's default otherwise
+      auto* a = node->add_attribute();
+      a->set_name("alpha");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(static_cast<float>(alpha));
+    }
+    auto imported = onnxio::import_model(m.SerializeAsString(), "leaky", ".", import_options());
+    ASSERT_TRUE(imported.ok()) << imported.error().message;
+    ASSERT_EQ(count_kind(*imported, OpKind::kLeakyRelu), 1u);
+    EXPECT_TRUE(validate(*imported).ok());
+    for (const auto& n : imported->nodes())
+      if (n.kind == OpKind::kLeakyRelu) {
+        EXPECT_NEAR(std::get<LeakyReluParams>(n.params).alpha, alpha, 1e-7);
+        EXPECT_EQ(params_str(n.params).rfind("alpha=", 0), 0u) << params_str(n.params);
+      }
+    const TensorType x_type = imported->node(imported->inputs()[0]).outputs[0];
+    std::vector<double> xs(static_cast<size_t>(x_type.numel()));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = -3.0 + 0.5 * static_cast<double>(i);
+    auto out = executor().run(*imported, {Tensor::from_doubles(DType::kFloat32, x_type.shape, xs)});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const auto ys = (*out)[0]->as_double();
+    ASSERT_EQ(ys.size(), xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(ys[i], xs[i] < 0 ? alpha * xs[i] : xs[i], 1e-6) << i;
+    // Written back as one LeakyRelu with its alpha (none where it is ONNX's default); the checker
+    // passes and it reimports the same.
+    const auto written = export_ok(*imported);
+    const auto proto = parse(written.model_bytes);
+    auto ops = op_types(proto);
+    ASSERT_EQ(std::count(ops.begin(), ops.end(), "LeakyRelu"), 1);
+    for (const auto& n : proto.graph().node())
+      if (n.op_type() == "LeakyRelu") {
+        ASSERT_EQ(n.attribute_size(), alpha == 0.01 ? 0 : 1);
+        if (alpha == 0.01) continue;
+        EXPECT_EQ(n.attribute(0).name(), "alpha");
+        EXPECT_FLOAT_EQ(n.attribute(0).f(), static_cast<float>(alpha));
+      }
+    EXPECT_TRUE(structurally_equal(*imported, reimport(written)));
+  }
+  // ONNX's default is the struct's; an attribute LeakyRelu does not have keeps the node opaque.
+  EXPECT_DOUBLE_EQ(plain_attributes(default_params(OpKind::kLeakyRelu)).f("alpha", 0), 0.01);
+  Attributes odd;
+  odd.set("beta", 1.0);
+  EXPECT_FALSE(plain_params(OpKind::kLeakyRelu, odd).ok());
+  Attributes wrong_type;
+  wrong_type.set("alpha", std::string("x"));
+  EXPECT_FALSE(plain_params(OpKind::kLeakyRelu, wrong_type).ok());
 }

@@ -11,6 +11,7 @@
 
 #include "rlflow/ir/attributes.h"
 #include "rlflow/ir/dtype.h"
+#include "rlflow/util/expected.h"
 
 namespace rlflow {
 class Hasher;
@@ -24,7 +25,7 @@ namespace rlflow::ir {
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
   X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding) \
-  X(Attention) X(Exp)
+  X(Attention) X(Exp) X(LeakyRelu)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -72,9 +73,11 @@ struct OpInfo {
   std::string_view onnx_domain;  // "" = ai.onnx
   OpForm form;
   CostClass cost;
-  // A plain op is the ONNX op `onnx_type` with no attributes, its inputs and its one output one to
-  // one, and no parameters: import, export, shape inference, rule fields and the executor (through
-  // the ONNX op table, src/exec/onnx_ops.cpp) handle it from this row alone, from opset `since`.
+  // A plain op is the ONNX op `onnx_type`, its inputs and its one output one to one, whose ONNX
+  // attributes are its parameter struct's fields under their `describe` names (most have none):
+  // import, export, shape inference (by its form), rule fields, the log form and the executor
+  // (through the ONNX op table, src/exec/onnx_ops.cpp) handle it from this row and its struct
+  // alone, from opset `since` (plain_attributes, plain_params).
   bool plain = false;
   int since = 1;  // plain ops: the first default-domain opset that has the ONNX op
   uint8_t params = 0;  // the index in OpParams of its parameter struct (0: none); default_params
@@ -307,6 +310,15 @@ struct ConstantParams {
   }
   bool operator==(const ConstantParams&) const = default;
 };
+// LeakyRelu (a plain op: its field is its ONNX attribute).
+struct LeakyReluParams {
+  double alpha = 0.01;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("alpha", p.alpha);
+  }
+  bool operator==(const LeakyReluParams&) const = default;
+};
 // An ONNX op rlflow does not model: kept verbatim so the model round-trips.
 struct OpaqueParams {
   std::string domain, op_type;
@@ -331,12 +343,20 @@ struct OpaqueParams {
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
                               ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
-                              HardSigmoidParams, RotaryParams, AttentionParams>;
+                              HardSigmoidParams, RotaryParams, AttentionParams, LeakyReluParams>;
 
 // The parameters a node of kind k starts from: its struct (op_info(k).params), default-constructed.
 OpParams default_params(OpKind k);
 
 void hash_params(Hasher& h, const OpParams& p);
 std::string params_str(const OpParams& p);  // short human-readable form for logs and errors
+
+// A plain op's ONNX attributes: every field of its parameters under its describe name (bools and
+// enums as ints, so a plain op's enum must use ONNX's numbering).
+Attributes plain_attributes(const OpParams& p);
+// A plain op's parameters from its ONNX attributes: the struct's defaults, then each attribute by
+// name. An attribute that is not a field, or of another type, is an error naming it (the importer
+// then keeps the node opaque: a form newer than the IR models).
+Expected<OpParams> plain_params(OpKind k, const Attributes& a);
 
 }  // namespace rlflow::ir
