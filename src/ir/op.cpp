@@ -291,7 +291,8 @@ Expected<OpParams> plain_params(OpKind k, const Attributes& a) {
       params);
   if (!error.empty()) return Error::unsupported(error);
   if (known != a.all().size())
-    for (const auto& [name, value] : a.all()) {
+    for (const auto& entry : a.all()) {
+      const std::string& name = entry.first;  // a named reference: clang does not let a lambda capture a binding
       bool field = false;
       std::visit([&](const auto& p) { for_each_field(p, [&](std::string_view f, const auto&) { field = field || f == name; }); }, params);
       if (!field) return Error::unsupported("attribute '" + name + "' is not one rlflow models for " + std::string(op_name(k)));
