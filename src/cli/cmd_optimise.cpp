@@ -203,7 +203,20 @@ std::shared_ptr<OptimiseOptions> declare_optimise(CLI::App& app, GlobalOptions& 
                     "Measure the result against the input on the target before writing it: auto (when the target runs here; not with "
                     "--deterministic), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
-  c_opt->add_option("--bench-rounds", opt.bench.rounds, "Measurement: interleaved rounds per candidate")->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--bench-rounds", opt.bench.rounds, "Measurement: interleaved rounds per candidate before the first look")
+      ->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--bench-max-rounds", opt.bench.max_rounds,
+                    "Measurement: a sequential test runs 10 more rounds at a time while the speedup's interval straddles 0.99, up to "
+                    "this many (and --bench-max-seconds); at most --bench-rounds: a fixed number")
+      ->check(kAtLeastOne)->capture_default_str();
+  c_opt->add_option("--deploy", opt.deploy,
+                    "Where the model runs, which the measurement gates: prefill (the representative sizes), decode (a decode step of a "
+                    "KV-cache decoder, else sequence 1), both")
+      ->check(CLI::IsMember({"prefill", "decode", "both"}))->capture_default_str();
+  c_opt->add_option("--bench-clock", opt.bench_clock,
+                    "Measurement on ort: auto (a 1-thread session in its thread's CPU time, which load does not inflate; wall clock "
+                    "with more threads) or wall (wall clock always)")
+      ->check(CLI::IsMember({"auto", "wall"}))->capture_default_str();
   c_opt->add_option("--bench-threads", opt.bench_threads, "Measurement on ort: onnxruntime intra-op threads (0: every core)")
       ->check(CLI::Range(0, pipeline::max_threads()))->capture_default_str();
   c_opt->add_option("--bench-max-seconds", opt.bench.max_seconds, "Measurement: stop a candidate's rounds after this long (at least 10 rounds)")

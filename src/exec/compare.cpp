@@ -1,5 +1,6 @@
 #include "rlflow/exec/compare.h"
 
+#include <cstdio>
 #include <cmath>
 #include <random>
 
@@ -150,8 +151,10 @@ Expected<Comparison> compare_graphs(const ir::Graph& reference, const ir::Graph&
     c.max_abs_diff = std::max(c.max_abs_diff, od.max_abs_diff);
     if (!od.ok && c.ok) {
       c.ok = false;
-      c.message = "output '" + od.name + "' differs: max abs diff " + std::to_string(od.max_abs_diff) + " (atol " +
-                  std::to_string(od.atol) + ", rtol " + std::to_string(od.rtol) + ")";
+      // %.3g: a difference of 3e-7 against a tolerance of 0 reads as such, not as "0.000000".
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "max abs diff %.3g (atol %.3g, rtol %.3g)", od.max_abs_diff, od.atol, od.rtol);
+      c.message = "output '" + od.name + "' differs: " + buf;
     }
   }
   return c;

@@ -268,6 +268,7 @@ Status Importer::read_inputs() {
           continue;
         }
         if (auto f = opts_.fixed_dims.find(d.dim_param()); !d.dim_param().empty() && f != opts_.fixed_dims.end()) {
+          if (stats_) stats_->fixed_found.insert(f->first);
           shape.push_back(f->second);
           continue;
         }
@@ -275,7 +276,10 @@ Status Importer::read_inputs() {
         const int64_t axis = static_cast<int64_t>(shape.size());
         const std::string key = d.dim_param().empty() ? vi.name() + ":" + std::to_string(axis) : d.dim_param();
         auto size_of = [&](const std::string& name, bool leading) -> int64_t {
-          if (auto f = opts_.fixed_dims.find(name); f != opts_.fixed_dims.end()) return f->second;
+          if (auto f = opts_.fixed_dims.find(name); f != opts_.fixed_dims.end()) {
+            if (stats_) stats_->fixed_found.insert(name);
+            return f->second;
+          }
           auto given = opts_.dim_values.find(name);
           auto chosen = dim_sizes_.find(name);
           const int64_t size = given != opts_.dim_values.end() ? given->second

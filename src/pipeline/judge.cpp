@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "rlflow/util/clock.h"
 #include "rlflow/exec/compare.h"
@@ -31,8 +32,14 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   // again, written and verified at bindings that cannot coincide with them (all ones, odd primes,
   // a decode step), and the written file keeps the dims.
   bindings_ = ir::verification_bindings(dynamic_dims_, min_dims);
+  // The short binding measured beside the representative one: a KV-cache decoder's decode step,
+  // else, for a model with a symbolic sequence (any symbol but a batch one), its smallest sizes.
+  bool sequence = false;
+  for (const auto& [name, size] : dynamic_dims_) sequence = sequence || ir::symbol_role(name) != ir::SymbolRole::kBatch;
   for (size_t k = 0; k < bindings_.size(); ++k)
-    if (bindings_[k].label == "decode step") decode_ = static_cast<int>(k);
+    if (bindings_[k].label == "decode step") short_ = static_cast<int>(k);
+  for (size_t k = 0; k < bindings_.size() && short_ < 0 && sequence; ++k)
+    if (bindings_[k].label == "smallest") short_ = static_cast<int>(k);
   inputs_at_.resize(bindings_.size());
   report_.verification.enabled = o.verify;
   report_.verification.seed = o.seed;
@@ -70,7 +77,8 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
     why = cmp.error().message;
     if (cmp.error().code == ErrorCode::kUnsupported) return Verdict::kUnverifiable;
     if (cmp.error().code == ErrorCode::kBadInput) return Error::bad_input(o_.model + ": " + why);
-    why = "cannot verify the result: " + why + "; nothing was written (use --no-verify to skip)";
+    // A rewritten candidate that fails gives way to the next, and at last to the input.
+    why = "cannot verify the result: " + why + (is_input ? "; nothing was written (use --no-verify to skip)" : "");
     return Verdict::kVerificationFailed;
   }
   v.method = "reference executor";
@@ -81,7 +89,7 @@ Expected<Verdict> Judge::verify(const std::string& tmp_path, const ir::Graph& wr
   for (const auto& od : cmp->outputs) v.atol = std::max(v.atol, od.atol), v.rtol = std::max(v.rtol, od.rtol);
   v.widened = v.atol != co.atol || v.rtol != co.rtol;  // half-typed outputs (exec::CompareOptions::half_ulps)
   if (!cmp->ok) {
-    why = "verification failed: " + cmp->message + "; nothing was written";
+    why = "verification failed: " + cmp->message + (is_input ? "; nothing was written" : "");
     return Verdict::kVerificationFailed;
   }
   report_.verification.bindings.clear();
@@ -181,46 +189,80 @@ Status Judge::price(const ir::Graph& written) {
   return {};
 }
 
+namespace {
+
+Measurement measurement_of(const bench::Verdict& v) {
+  return Measurement{v.runner, v.base_ms, v.ms, v.speedup.estimate, v.speedup.ci.lo, v.speedup.ci.hi, v.speedup.ci.coverage, v.rounds,
+                     v.accepted, v.decided, v.base_samples_ms, v.samples_ms};
+}
+
+std::string speedup_text(const Measurement& m) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.3fx [%.3f, %.3f] in %d rounds", m.speedup, m.ci_lo, m.ci_hi, m.rounds);
+  return buf;
+}
+
+}  // namespace
+
 Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry) {
-  const auto tm = std::chrono::steady_clock::now();
-  auto id = measurer_->runner->load({tmp_path, c.graph});
-  if (!id) return id.error().with_context("measuring the result");
   bench::BenchOptions bo = o_.bench;
   bo.seed = o_.seed;
-  auto v = bench::judge(*measurer_->runner, measurer_->base_id, *id, bo);
-  t_measure_ += seconds_since(tm);
-  if (!v) return v.error().with_context("measuring the result");
-  entry.measured = Measurement{v->runner, v->base_ms, v->ms, v->speedup.estimate, v->speedup.ci.lo, v->speedup.ci.hi,
-                               v->speedup.ci.coverage, v->rounds, v->accepted, v->base_samples_ms, v->samples_ms};
-  if (report_.measure_runner.empty()) report_.measure_runner = v->runner;
-  spdlog::info("{}: measured {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, v->base_ms, v->ms, v->speedup.estimate,
-               v->speedup.ci.lo, v->speedup.ci.hi, v->accepted ? "" : ": rejected");
-  if (!v->accepted || decode_ < 0) return v->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+  // The short binding (a decode step, or sequence 1), where the deployment runs it.
+  const bool at_short = short_ >= 0 && o_.deploy != "prefill";
+  const bool at_representative = o_.deploy != "decode" || !at_short;
+  if (at_representative) {
+    const auto tm = std::chrono::steady_clock::now();
+    auto id = measurer_->runner->load({tmp_path, c.graph});
+    if (!id) return id.error().with_context("measuring the result");
+    auto v = bench::judge(*measurer_->runner, measurer_->base_id, *id, bo);
+    t_measure_ += seconds_since(tm);
+    if (!v) return v.error().with_context("measuring the result");
+    entry.measured = measurement_of(*v);
+    if (report_.measure_runner.empty()) report_.measure_runner = v->runner;
+    spdlog::info("{}: measured {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}] in {} rounds{}", c.label, v->base_ms, v->ms,
+                 v->speedup.estimate, v->speedup.ci.lo, v->speedup.ci.hi, v->rounds, v->accepted ? "" : ": rejected");
+    if (!v->accepted || !at_short) return v->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+  }
   // A decoder runs most of its life one token at a time: the file must be no slower at a decode
   // step either (the runner feeds inputs of the shapes of the graph it is given).
-  const auto k = static_cast<size_t>(decode_);
+  const auto k = static_cast<size_t>(short_);
   auto in = input_at(k);
   if (!in) return in.error();
   if (!*in) return Verdict::kWritten;  // the input does not import there: reported with the bindings
   const auto td = std::chrono::steady_clock::now();
-  if (!decode_base_id_) {
+  if (!short_base_id_) {
     auto base = measurer_->runner->load({o_.model, **in});
     if (!base) return base.error().with_context("measuring the input at the " + bindings_[k].str());
-    decode_base_id_ = *base;
+    short_base_id_ = *base;
   }
   auto w = import_at(tmp_path, bindings_[k].sizes);
   if (!w) return Error::internal("re-importing the result at the " + bindings_[k].str() + ": " + w.error().message);
   auto cand = measurer_->runner->load({tmp_path, *w});
   if (!cand) return cand.error().with_context("measuring the result at the " + bindings_[k].str());
-  auto vd = bench::judge(*measurer_->runner, *decode_base_id_, *cand, bo);
+  auto vd = bench::judge(*measurer_->runner, *short_base_id_, *cand, bo);
   t_measure_ += seconds_since(td);
   if (!vd) return vd.error().with_context("measuring the result at the " + bindings_[k].str());
-  entry.measured_decode = Measurement{vd->runner, vd->base_ms, vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi,
-                                      vd->speedup.ci.coverage, vd->rounds, vd->accepted, vd->base_samples_ms, vd->samples_ms};
+  entry.measured_decode = measurement_of(*vd);
   entry.decode_binding = bindings_[k].str();
-  spdlog::info("{}: measured at the {}: {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}]{}", c.label, bindings_[k].str(), vd->base_ms,
-               vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi, vd->accepted ? "" : ": rejected");
+  if (report_.measure_runner.empty()) report_.measure_runner = vd->runner;
+  spdlog::info("{}: measured at the {}: {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}] in {} rounds{}", c.label, bindings_[k].str(),
+               vd->base_ms, vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi, vd->rounds, vd->accepted ? "" : ": rejected");
   return vd->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+}
+
+std::string Judge::measured_slower_why(const CandidateReport& e) {
+  const auto verdict = [](const Measurement& m) {
+    return std::string(m.accepted ? "no slower" : m.decided ? "slower" : "not shown to be no slower (undecided when the rounds or time ran out)") +
+           " (" + speedup_text(m) + ")";
+  };
+  const std::string rep = "the representative sizes";
+  if (e.measured && !e.measured->accepted) return "measured " + verdict(*e.measured) + " than the input at " + rep;
+  if (e.measured_decode && !e.measured_decode->accepted) {
+    std::string s = "measured " + verdict(*e.measured_decode) + " than the input at the " + e.decode_binding;
+    if (e.measured) s += ", though " + speedup_text(*e.measured) + " at " + rep;
+    return s;
+  }
+  return "measured slower than the input";
 }
 
 Expected<Verdict> Judge::try_candidate(const Candidate& c) {
@@ -252,8 +294,7 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
     auto v = measure(tmp, c, entry);
     if (!v) return v.error();
     if ((verdict = *v) != Verdict::kWritten) {
-      entry.why = entry.measured_decode && !entry.measured_decode->accepted ? "measured slower than the input at the " + entry.decode_binding
-                                                                             : "measured slower than the input";
+      entry.why = measured_slower_why(entry);
       return refused();
     }
     return {};

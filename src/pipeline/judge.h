@@ -65,11 +65,13 @@ class Judge {
   Expected<Verdict> verify(const std::string& tmp_path, const ir::Graph& written, bool is_input, std::string& why);
   Status price(const ir::Graph& written);
   Expected<Verdict> measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry);
+  // Why a measured candidate is refused, with the speedup at each binding measured.
+  static std::string measured_slower_why(const CandidateReport& e);
 
-  // The decode-step binding's index in bindings_ (a model with a past length), and the input
-  // loaded there for measuring; -1: none.
-  int decode_ = -1;
-  std::optional<size_t> decode_base_id_;
+  // The short binding's index in bindings_ (a decode step, or sequence 1; -1: none), and the
+  // input loaded there for measuring.
+  int short_ = -1;
+  std::optional<size_t> short_base_id_;
   const OptimiseOptions& o_;
   const exec::Executor& ex_;
   const ir::Graph& original_;

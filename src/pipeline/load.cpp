@@ -151,6 +151,15 @@ Expected<ir::Graph> load_model(const std::string& path, const std::vector<std::s
   auto g = onnxio::import_model_file(path, io, stats);
   if (!g && parsed->empty() && !stats->dynamic_dims.empty() && too_short(g.error())) g = fit_sizes(path, io, stats, g.error());
   if (!g) return g;
+  // A --fix name no input dimension uses is a typo, not a no-op (issue 57, item 20).
+  for (const auto& [name, size] : fixed_dims)
+    if (!stats->fixed_found.count(name)) {
+      std::string known;
+      for (const auto& s : stats->fixed_found) known += (known.empty() ? "" : ", ") + s;
+      for (const auto& [s, v] : stats->dynamic_dims) known += (known.empty() ? "" : ", ") + s;
+      return Error{ErrorCode::kUsage, "--fix " + name + "=" + std::to_string(size) + ": " + path + " has no symbolic dimension '" + name +
+                                          "'" + (known.empty() ? " (it has none)" : " (its symbolic dimensions: " + known + ")")};
+    }
   if (auto st = check_memory(*g, memory_limit_mb); !st.ok()) return st.error().with_context(path);
   return g;
 }

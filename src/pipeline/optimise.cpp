@@ -165,6 +165,7 @@ Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, 
     bench::RunnerOptions ro;
     ro.target = target.bench;
     ro.threads = o.bench_threads;
+    ro.clock = o.bench_clock;
     ro.seed = o.seed;
     auto r = bench::make_runner(ro);
     if (r) {
@@ -188,6 +189,8 @@ std::string kept_input_reason(const OptimiseReport& r, const std::string& no_pre
       if (it->verdict == v) return &*it;
     return nullptr;
   };
+  if (auto* c = last(Verdict::kVerificationFailed))
+    return "every rewritten candidate failed verification (the last: " + c->why + "), so the input is written as it is";
   if (auto* c = last(Verdict::kUnverifiable))
     return "the rewritten graph cannot be verified (" + c->why + "), and only a verified graph is written";
   if (auto* c = last(Verdict::kSizeSpecific))
@@ -302,6 +305,9 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   // model over protobuf's limit) must not be the model, its external weights, the rules or the agent.
   auto inputs = onnxio::model_files(o.model);
   if (!o.rules_file.empty()) inputs.push_back(o.rules_file);
+  // The cost model's files too (issue 57, item 14): the table, a profile given as a path, the cache.
+  for (const auto* p : {&o.cost.cost_table, &o.cost.device_profile, &o.cost.cache_path})
+    if (!p->empty() && (p != &o.cost.device_profile || std::filesystem::exists(*p))) inputs.push_back(*p);
   if (const auto* s = search::find_strategy(o.search); s && s->reads)
     for (auto& path : s->reads(strategy_settings(o))) inputs.push_back(std::move(path));
   for (const auto& [path, role] : {std::pair{o.output, std::string("-o")}, std::pair{o.output + ".data", std::string("-o (its weights file)")}})
@@ -374,6 +380,12 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     spdlog::info("fused chains into single ops: {} ({} nodes removed)", composites.summary(), composites.removed_nodes);
   for (const auto& r : composites.rejections)
     spdlog::debug("fusion {}: node '{}' not fused: {}", r.fusion, original->node(r.root).name, r.why);
+  if (o.search != "none" && o.composites) {
+    for (const auto& name : ir::fusion_names())
+      if (o.disabled_fusions.count(name) == 0) report.fusion_attempts[name];
+    for (const auto& r : composites.records) ++report.fusion_attempts[r.fusion].fused;
+    for (const auto& r : composites.rejections) report.fusion_attempts[r.fusion].refused[r.why].push_back(original->node(r.root).name);
+  }
 
   // search -> candidates
   std::vector<Candidate> cands;
@@ -465,6 +477,7 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     report.not_measured = no_predicted_gain.empty() ? "no rewrite was applied" : "no rewritten graph is predicted faster than the input";
   }
   report.measured = measurer.has_value();
+  report.deploy = o.deploy;
   const auto tw = std::chrono::steady_clock::now();
   Judge judge(at_opset, *fixed, stats.min_dims, ex, *original, stats.dynamic_dims, outcome.model.get(), outcome.kind, report.cost ? report.cost->before_ms : 0,
               measurer ? &*measurer : nullptr, report);
@@ -484,8 +497,10 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
       spdlog::warn("{}: {}; trying the next candidate", c.label, failed_verification);
     }
   }
-  // Every rewritten candidate failed verification: nothing is written, and the exit code says so.
-  if (!report.chosen && !failed_verification.empty()) return Error{ErrorCode::kVerificationFailed, failed_verification};
+  // Every rewritten candidate failed verification: the input is written as it is, verified like
+  // any output (exit 4 only when the input itself does not verify), with the reason.
+  if (!report.chosen && !failed_verification.empty())
+    spdlog::warn("every rewritten candidate failed verification (the last: {}); writing the input graph as it is", failed_verification);
   if (!report.chosen) {
     report.kept_input = kept_input_reason(report, no_predicted_gain);
     if (o.opset == kOpsetAuto && original->meta().opset("") != report.input_opset) {

@@ -24,9 +24,23 @@ json composites_json(const ir::CompositeStats& c) {
   return j;
 }
 
+// Per fusion: chains seen, fused, and each reason a chain was refused with how many and (up to five)
+// of their root nodes.
+json fusion_attempts_json(const std::map<std::string, OptimiseReport::FusionAttempts>& attempts) {
+  json j = json::object();
+  for (const auto& [name, a] : attempts) {
+    json refused = json::array();
+    for (const auto& [why, roots] : a.refused)
+      refused.push_back({{"why", why}, {"count", roots.size()},
+                         {"nodes", std::vector<std::string>(roots.begin(), roots.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(roots.size(), 5)))}});
+    j[name] = {{"seen", a.seen()}, {"fused", a.fused}, {"refused", std::move(refused)}};
+  }
+  return j;
+}
+
 json measurement_json(const Measurement& m) {
   return {{"before_ms", m.before_ms}, {"after_ms", m.after_ms}, {"speedup", m.speedup}, {"speedup_ci", {m.ci_lo, m.ci_hi}},
-          {"ci_coverage", m.ci_coverage}, {"rounds", m.rounds}, {"accepted", m.accepted},
+          {"ci_coverage", m.ci_coverage}, {"rounds", m.rounds}, {"accepted", m.accepted}, {"decided", m.decided},
           {"before_samples_ms", m.before_samples_ms}, {"after_samples_ms", m.after_samples_ms}};
 }
 
@@ -90,16 +104,15 @@ json measured_json(const OptimiseReport& r) {
       e["measured_decode"] = measurement_json(*c.measured_decode);
       e["measured_decode"]["binding"] = c.decode_binding;
     }
-    if (c.measured) {
-      e["measured"] = measurement_json(*c.measured);
-      if (!shown || r.chosen == i) shown = &*c.measured;
-    }
+    if (c.measured) e["measured"] = measurement_json(*c.measured);
+    // The headline figure: the representative sizes', or the short binding's under --deploy decode.
+    if (const auto* mc = c.measured ? &*c.measured : c.measured_decode ? &*c.measured_decode : nullptr; mc && (!shown || r.chosen == i)) shown = mc;
     if (c.verdict == Verdict::kVerificationFailed) e["verification_failed"] = c.why;
     else if (c.verdict != Verdict::kWritten) e["why"] = c.why;
     tried.push_back(e);
   }
   if (!shown) return nullptr;
-  json m{{"target", r.target}, {"runner", r.measure_runner}, {"min_lower_bound", bench::kMinSpeedupLowerBound},
+  json m{{"target", r.target}, {"runner", r.measure_runner}, {"min_lower_bound", bench::kMinSpeedupLowerBound}, {"deploy", r.deploy},
          {"candidates", tried}, {"decision", r.chosen ? "rewritten graph written" : "input graph written"}};
   m.update(measurement_json(*shown));
   return m;
@@ -138,6 +151,7 @@ json OptimiseReport::to_json() const {
          {"rules_applied", applied},
          {"composites", composites_json(composites)},
          {"fusions", fusions_json},
+         {"fusion_attempts", fusion_attempts_json(fusion_attempts)},
          {"steps", steps_json},
          {"time_s", {{"import", time.import}, {"search", time.search}, {"export", time.write}, {"verify", time.verify},
                      {"measure", time.measure}, {"total", time.total}}},
@@ -178,6 +192,9 @@ void OptimiseReport::print(std::FILE* out) const {
     }
     if (chosen && composites.total() > 0)
       std::fprintf(out, "composites fused: %s (%d nodes removed)\n", composites.summary().c_str(), composites.removed_nodes);
+    for (const auto& [name, a] : fusion_attempts)
+      for (const auto& [why, roots] : a.refused)
+        std::fprintf(out, "fusion %s: %d of %d chains not fused: %s\n", name.c_str(), static_cast<int>(roots.size()), a.seen(), why.c_str());
     std::map<std::string, int> applied;
     for (const auto& s : steps) applied[s.rule]++;
     if (applied.empty()) std::fprintf(out, "rules applied: none\n");
@@ -187,18 +204,16 @@ void OptimiseReport::print(std::FILE* out) const {
       std::fprintf(out, "\n");
     }
   }
-  const Measurement* m = nullptr;
-  if (chosen && candidates[*chosen].measured) m = &*candidates[*chosen].measured;
-  else if (!chosen && !candidates.empty() && candidates.front().measured) m = &*candidates.front().measured;
-  if (m) {
-    std::fprintf(out, "measured on %s (%s, %d rounds, interleaved): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
-                 target.c_str(), m->runner.c_str(), m->rounds, m->before_ms, m->after_ms, m->speedup, m->ci_lo, m->ci_hi);
-    const auto& c = chosen ? candidates[*chosen] : candidates.front();
-    if (c.measured_decode) {
-      const auto& d = *c.measured_decode;
-      std::fprintf(out, "measured at the %s: %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n", c.decode_binding.c_str(),
-                   d.before_ms, d.after_ms, d.speedup, d.ci_lo, d.ci_hi);
-    }
+  const CandidateReport* shown_c = chosen ? &candidates[*chosen] : candidates.empty() ? nullptr : &candidates.front();
+  const Measurement* m = shown_c && shown_c->measured ? &*shown_c->measured : nullptr;
+  const Measurement* d = shown_c && shown_c->measured_decode ? &*shown_c->measured_decode : nullptr;
+  if (m || d) {
+    if (m)
+      std::fprintf(out, "measured on %s (%s, %d rounds, interleaved): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
+                   target.c_str(), m->runner.c_str(), m->rounds, m->before_ms, m->after_ms, m->speedup, m->ci_lo, m->ci_hi);
+    if (d)
+      std::fprintf(out, "measured at the %s (%d rounds): %.3f ms -> %.3f ms, speedup %.3fx [95%% CI %.3f, %.3f]\n",
+                   shown_c->decode_binding.c_str(), d->rounds, d->before_ms, d->after_ms, d->speedup, d->ci_lo, d->ci_hi);
   } else if (rewritten) {
     std::fprintf(out, "not measured (%s): the speedup above is predicted; known error: %s\n", not_measured.c_str(), cost->known_error.c_str());
   }

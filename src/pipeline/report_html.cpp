@@ -669,6 +669,27 @@ std::string rewrites_section(const json& r, const Context& c) {
            "<br><span class=\"muted small\">This report lists the fusions by count only.</span></p>";
   }
 
+  // The chains a fusion looked at and refused, by its reason (what -vv logs as it happens).
+  const json& attempts = at(r, "fusion_attempts");
+  if (attempts.is_object()) {
+    std::vector<std::string> rows;
+    for (const auto& [name, a] : attempts.items()) {
+      const json& refused = at(a, "refused");
+      if (!refused.is_array()) continue;
+      for (const auto& why : refused)
+        rows.push_back("<tr class=\"refused\"><td><b>" + esc(name) + "</b></td><td class=\"num\">" + text(at(a, "seen")) +
+                       "</td><td class=\"num\">" + text(at(a, "fused")) + "</td><td class=\"num\">" + text(at(why, "count")) + "</td><td>" +
+                       text(at(why, "why")) + "</td><td>" + text(at(why, "nodes")) + "</td></tr>");
+    }
+    if (!rows.empty()) {
+      s += "<h3>Chains not fused</h3><p class=\"muted small\">Each chain a fusion recognised the start of and refused, with its reason.</p>";
+      s += folded_table("rows refused",
+                        "<tr><th>fusion</th><th class=\"num\">seen</th><th class=\"num\">fused</th><th class=\"num\">refused</th>"
+                        "<th>why</th><th>root nodes</th></tr>",
+                        rows, 20, "reasons");
+    }
+  }
+
   // Rewrites chosen by the search, in the order applied.
   s += "<h3>Rewrites</h3>";
   const json& steps = at(r, "steps");
@@ -804,7 +825,7 @@ std::string latency_section(const json& r, const Context& c) {
            ms_or_dash(at(cd, "predicted_ms")) + "</td>" + measured_cell(at(cd, "measured")) + "<td>" + verdict + "</td></tr>";
       const json& dec = at(cd, "measured_decode");
       if (dec.is_object())
-        s += "<tr class=\"decode\"><td class=\"indent\">decode step " + text(at(dec, "binding"), "") + "</td><td></td><td></td>" + measured_cell(dec) +
+        s += "<tr class=\"decode\"><td class=\"indent\">at the " + text(at(dec, "binding"), "short binding") + "</td><td></td><td></td>" + measured_cell(dec) +
              "<td></td></tr>";
       const json& cm = at(cd, "measured");
       if (cands.size() > 1 && (!numbers(at(cm, "before_samples_ms")).empty() || !numbers(at(cm, "after_samples_ms")).empty()))

@@ -185,6 +185,71 @@ TEST(NeverSlower, AcceptsOnlyWhenTheLowerBoundClearsTheThreshold) {
   }
 }
 
+// A runner whose every run is scaled by seeded log-normal noise (a busy machine).
+class NoisyRunner : public Runner {
+ public:
+  NoisyRunner(std::vector<double> ms, double sigma, uint64_t seed) : ms_(std::move(ms)), noise_(0, sigma), rng_(seed) {}
+  Expected<size_t> load(const BenchModel&) override { return loaded_++; }
+  Expected<double> run(size_t i) override {
+    ++runs;
+    return ms_.at(i) * std::exp(noise_(rng_));
+  }
+  std::string description() const override { return "noisy"; }
+  int runs = 0;
+
+ private:
+  std::vector<double> ms_;
+  std::normal_distribution<double> noise_;
+  std::mt19937_64 rng_;
+  size_t loaded_ = 0;
+};
+
+TEST(NeverSlower, TheSequentialTestRunsMoreRoundsUntilTheIntervalDecides) {
+  BenchOptions fixed;
+  fixed.warmup = 0;
+  fixed.rounds = 20;
+  BenchOptions seq = fixed;
+  seq.max_rounds = 400;
+  seq.step = 10;
+  // A real 3% gain under 8% noise per run: 20 rounds' interval straddles 0.99 for most seeds; the
+  // sequential test keeps going until the lower bound clears it.
+  int fixed_accepted = 0, seq_accepted = 0, extended = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    NoisyRunner a({10, 10 / 1.03}, 0.08, seed), b({10, 10 / 1.03}, 0.08, seed);
+    auto vf = judge(a, 0, 1, fixed);
+    auto vs = judge(b, 0, 1, seq);
+    ASSERT_TRUE(vf && vs);
+    EXPECT_EQ(vf->rounds, 20);
+    fixed_accepted += vf->accepted;
+    seq_accepted += vs->accepted;
+    extended += vs->rounds > 20;
+    EXPECT_LE(vs->rounds, 400);
+    EXPECT_EQ(vs->rounds % 10, 0);
+    if (vs->rounds < 400) EXPECT_TRUE(vs->decided) << "seed " << seed;
+    EXPECT_EQ(b.runs, 2 * vs->rounds);
+  }
+  EXPECT_GT(extended, 0);
+  EXPECT_GT(seq_accepted, fixed_accepted);
+  EXPECT_GE(seq_accepted, 9);
+  // A real 4% loss: the sequential test refuses it, decided.
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    NoisyRunner r({10, 10.4}, 0.08, seed);
+    auto v = judge(r, 0, 1, seq);
+    ASSERT_TRUE(v);
+    EXPECT_FALSE(v->accepted) << "seed " << seed;
+    EXPECT_TRUE(v->decided) << "seed " << seed;
+  }
+  // An interval that cannot decide in time: the candidate is refused, undecided.
+  NoisyRunner r({10, 10 / 0.99}, 0.3, 7);
+  BenchOptions few = seq;
+  few.max_rounds = 30;
+  auto v = judge(r, 0, 1, few);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->rounds, 30);
+  EXPECT_FALSE(v->decided);
+  EXPECT_FALSE(v->accepted);
+}
+
 // onnxruntime through the project's venv; skipped where the venv has not been set up.
 TEST(OrtRunner, MeasuresTwoModelsEndToEnd) {
   RunnerOptions ro;

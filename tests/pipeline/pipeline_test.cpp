@@ -13,6 +13,7 @@
 #include "rlflow/cost/memo.h"
 #include "rlflow/exec/compare.h"
 #include "rlflow/exec/executor.h"
+#include "rlflow/ir/builder.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/pipeline/load.h"
 #include "rlflow/pipeline/optimise.h"
@@ -379,6 +380,63 @@ TEST_F(PipelineTest, ATiedWeightIsNeverWrittenTwice) {
     EXPECT_LE(fs::file_size(o.output), fs::file_size(o.model) * 101 / 100) << search;
     expect_same_at(o.model, o.output, {{"batch", 3}, {"sequence", 37}});
   }
+}
+
+// Issue 59 part 2: each fusion's attempts are in the report, with the reason a chain it looked at
+// stayed a chain and the node it was rooted at.
+TEST_F(PipelineTest, TheReportSaysWhyAChainAFusionLookedAtWasNotFused) {
+  using namespace rlflow::ir;
+  ModelMeta meta;
+  meta.opsets = {{"", 20}};
+  GraphBuilder b(meta);
+  auto x = b.input("x", {DType::kFloat32, {2, 16}});
+  auto gelu = [&](ValueRef v, const std::string& p, float half) {
+    auto t = b.op(OpKind::kDiv, {v, b.weight(p + "sqrt2", Tensor::scalar_f32(1.4142135f))});
+    auto s = b.add(b.op(OpKind::kErf, {t}), b.weight(p + "one", Tensor::scalar_f32(1.0f)));
+    return b.mul(b.mul(v, s), b.weight(p + "half", Tensor::scalar_f32(half)));
+  };
+  auto w = [&](const std::string& n, float scale) {
+    std::vector<float> v(16 * 16);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>((i * 7919) % 17) / 17.0f - 0.25f;
+    return b.weight(n, Tensor::from_vector<float>(DType::kFloat32, {16, 16}, v));
+  };
+  auto h = gelu(b.matmul(x, w("w1", 1.0f)), "a_", 0.5f);  // GELU
+  b.output(gelu(b.matmul(h, w("w2", 0.5f)), "b_", 0.6f), "y");  // not GELU: 0.6, not 0.5
+  const auto model = dir_ / "gelus.onnx";
+  ASSERT_TRUE(onnxio::write_model_file(b.graph(), model.string(), {}));
+  auto o = options("tiny_cnn.onnx");
+  o.model = model.string();
+  o.opset = 20;
+  auto r = pipeline::optimise(o);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->fusion_attempts.count("gelu"), 1u);
+  const auto& g = r->fusion_attempts.at("gelu");
+  EXPECT_EQ(g.fused, 1);
+  EXPECT_GE(g.seen(), 2);
+  // The chain with 0.6 is refused at its root with the reason (inner nodes may be looked at too).
+  std::string why;
+  for (const auto& [w, roots] : g.refused)
+    if (w.find("not 0.5") != std::string::npos) why = w;
+  ASSERT_FALSE(why.empty());
+  EXPECT_EQ(g.refused.at(why).size(), 1u);
+  const auto j = r->to_json();
+  ASSERT_TRUE(j.contains("fusion_attempts"));
+  EXPECT_EQ(j["fusion_attempts"]["gelu"]["fused"], 1);
+  bool listed = false;
+  for (const auto& e : j["fusion_attempts"]["gelu"]["refused"])
+    listed = listed || (e["why"] == why && e["count"] == 1 && e["nodes"].size() == 1u);
+  EXPECT_TRUE(listed) << j["fusion_attempts"].dump();
+  // Disabled fusions are not listed; without a search nothing is fused, and nothing is listed.
+  o.disabled_fusions = {"gelu"};
+  auto d = pipeline::optimise(o);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->fusion_attempts.count("gelu"), 0u);
+  EXPECT_EQ(d->fusion_attempts.count("layer_norm"), 1u);
+  o.disabled_fusions.clear();
+  o.search = "none";
+  auto n = pipeline::optimise(o);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_TRUE(n->fusion_attempts.empty());
 }
 
 TEST(PipelineVerdict, EveryVerdictHasItsOwnName) {

@@ -22,6 +22,11 @@ struct BenchOptions {
   // min_rounds; slow models then still finish in bounded time.
   double max_seconds = 0;
   int min_rounds = 10;
+  // judge() only: a sequential test. After `rounds` rounds, while the speedup's interval still
+  // straddles kMinSpeedupLowerBound (neither lower bound >= it nor upper bound < it), `step` more
+  // rounds are run, up to max_rounds in all and within max_seconds. 0: `rounds` rounds, fixed.
+  int max_rounds = 0;
+  int step = 10;
 };
 
 struct FileResult {
@@ -53,13 +58,16 @@ struct Verdict {
   double base_ms = 0, ms = 0;  // medians
   Speedup speedup;             // of the candidate over the baseline
   bool accepted = false;       // speedup.ci.lo >= kMinSpeedupLowerBound
+  // The interval lies wholly on one side of kMinSpeedupLowerBound; false: the rounds or the time
+  // ran out first, and the candidate is refused (not shown to be no slower).
+  bool decided = true;
   int rounds = 0;
   std::string runner;
   std::vector<double> base_samples_ms, samples_ms;  // one per round, in round order
 };
 
 // Measures a candidate against its baseline (both loaded into `runner`) with the benchmark's
-// method and applies the never-slower rule.
+// method and applies the never-slower rule, sequentially where opts.max_rounds > opts.rounds.
 Expected<Verdict> judge(Runner& runner, size_t baseline, size_t candidate, const BenchOptions& opts,
                         const BenchProgress& progress = {});
 

@@ -34,6 +34,9 @@ class Runner {
 struct RunnerOptions {
   std::string target = "ort";
   int threads = 1;    // ort, cpu: intra-op threads; 0 = every core
+  // ort: "auto" times a 1-thread session in its thread's CPU time and others in wall-clock time;
+  // "wall": wall-clock time always (what the gate used before 2026-12-02; for comparisons).
+  std::string clock = "auto";
   uint64_t seed = 0;  // model inputs
 };
 

@@ -2,6 +2,7 @@
 // ONNX ModelProto <-> ir::Graph. This header is free of protobuf and ONNX headers.
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct ImportStats {
   int removed_nodes = 0;  // Identity and inference-mode Dropout
   int opaque_nodes = 0;
   std::map<std::string, int64_t> dynamic_dims;  // each symbolic input dimension and the size it was given
+  std::set<std::string> fixed_found;  // the names of ImportOptions::fixed_dims that some input dimension uses
   // Symbols the model needs longer than the default representative size (a conv or pool stack
   // over raw audio), each at the smallest size found to import: pipeline::load_model fills it.
   std::map<std::string, int64_t> min_dims;

@@ -70,8 +70,15 @@ struct OptimiseOptions {
 
   // never slower: measure the result against the input on the target before writing it
   std::string measure = "auto";  // auto: when measurable here and not deterministic; on; off
-  bench::BenchOptions bench{.warmup = 2, .rounds = 20, .max_seconds = 60};  // its seed is `seed`
+  // A sequential test: 20 rounds, then 10 more at a time while the interval straddles the bound, up
+  // to 200 rounds or 60 s per candidate and binding.
+  bench::BenchOptions bench{.warmup = 2, .rounds = 20, .max_seconds = 60, .max_rounds = 200, .step = 10};  // its seed is `seed`
+  // The bindings the measurement gates: "prefill" (the representative sizes), "decode" (a decode
+  // step for a KV-cache model, else sequence 1 for a model with a symbolic sequence; the
+  // representative sizes when it has neither), "both".
+  std::string deploy = "both";
   int bench_threads = 1;         // ort: onnxruntime intra-op threads (0: every core)
+  std::string bench_clock = "auto";  // ort: bench::RunnerOptions::clock
   int candidates = 3;            // graphs tried, best first, before the input is kept
 };
 
@@ -97,6 +104,7 @@ struct Measurement {
   double before_ms = 0, after_ms = 0, speedup = 1, ci_lo = 1, ci_hi = 1, ci_coverage = 0;
   int rounds = 0;
   bool accepted = false;
+  bool decided = true;  // false: the rounds or time ran out with the interval straddling the bound
   std::vector<double> before_samples_ms, after_samples_ms;  // each round's latency, in round order
 };
 
@@ -106,8 +114,9 @@ struct CandidateReport {
   double predicted_ms = 0;           // the search's figure
   std::optional<double> written_ms;  // the written file's, re-imported
   std::optional<Measurement> measured;
-  // A KV-cache decoder is measured again at a decode step (sequence 1, a past length): the file
-  // must be no slower there either.
+  // The short binding: a KV-cache decoder is measured again at a decode step (sequence 1, a past
+  // length), a model with a symbolic sequence at its smallest sizes (sequence 1): the file must be
+  // no slower there either (OptimiseOptions::deploy). `measured` is empty under --deploy decode.
   std::optional<Measurement> measured_decode;
   std::string decode_binding;
   Verdict verdict = Verdict::kWritten;
@@ -173,6 +182,19 @@ struct OptimiseReport {
   std::string opset_reason;  // why the output is at output_opset
   int64_t searched_opset = 0;  // the opset the search and the candidates were at
   ir::CompositeStats composites;  // fused in the written graph
+  // What each registered fusion met on the input graph before the search, whichever graph was
+  // written: the chains it fused, and each chain it refused, by the recogniser's reason (the roots'
+  // node names, in the order tried). Empty with --search none or --no-composites.
+  struct FusionAttempts {
+    int fused = 0;
+    std::map<std::string, std::vector<std::string>> refused;  // why -> root nodes
+    int seen() const {
+      int n = fused;
+      for (const auto& [why, roots] : refused) n += static_cast<int>(roots.size());
+      return n;
+    }
+  };
+  std::map<std::string, FusionAttempts> fusion_attempts;
   std::vector<ChangeRecord> fusions;   // each chain fused in the written graph
   std::vector<ChangeRecord> rewrites;  // each of `steps`, in order
   const TargetRecord* target_info = nullptr;
@@ -189,6 +211,7 @@ struct OptimiseReport {
   bool rewritten = false;      // a rewritten graph was proposed (predicted faster than the input)
   bool measured = false;       // candidates were measured on the target
   std::string measure_runner;  // what measured them
+  std::string deploy;          // OptimiseOptions::deploy: the bindings the measurement gated
   std::string not_measured;    // why the result is only predicted
   std::string kept_input;      // why the input graph was written
   Timings time;
