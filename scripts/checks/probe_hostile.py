@@ -502,10 +502,14 @@ def case02(p: Probe):
                 "target": [{"id": "r", "inputs": ["x"], "op": "Sigmoid"}]}
     (d / "bad-rules.json").write_text(json.dumps({"format": "rlflow-rules", "version": 1, "rules": [bad_rule]}))
     r = p.rl(["optimise", "a.onnx", "-o", "out.onnx", "--search", "greedy", "--rules", "bad-rules.json", "--measure", "off"], d)
-    if p.check("forced verification failure (--rules with an unsound rule)", r, [4]):
+    # Since 2026-12-02 (issue 57 item 2) a rewrite that fails verification gives way to the input,
+    # written as it is (exit 0): the old pair must be replaced whole by a model that matches A.
+    if p.check("forced verification failure (--rules with an unsound rule)", r, [0]):
         s = state()
-        if s != "old":
+        if s != "new":
             p.fail("after the verification failure: " + s)
+        elif "every rewritten candidate failed verification" not in r.err:
+            p.fail("after the verification failure: no line says the input was written because verification failed")
     if leftovers():
         p.fail("after the verification failure, files left: %s" % leftovers())
     restore()
