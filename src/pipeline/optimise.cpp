@@ -189,7 +189,10 @@ std::string kept_input_reason(const OptimiseReport& r, const std::string& no_pre
       if (it->verdict == v) return &*it;
     return nullptr;
   };
-  if (auto* c = last(Verdict::kVerificationFailed))
+  const bool all_failed = !r.candidates.empty() && std::all_of(r.candidates.begin(), r.candidates.end(), [](const CandidateReport& c) {
+    return c.verdict == Verdict::kVerificationFailed;
+  });
+  if (auto* c = last(Verdict::kVerificationFailed); c && all_failed)
     return "every rewritten candidate failed verification (the last: " + c->why + "), so the input is written as it is";
   if (auto* c = last(Verdict::kUnverifiable))
     return "the rewritten graph cannot be verified (" + c->why + "), and only a verified graph is written";
@@ -499,7 +502,8 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   }
   // Every rewritten candidate failed verification: the input is written as it is, verified like
   // any output (exit 4 only when the input itself does not verify), with the reason.
-  if (!report.chosen && !failed_verification.empty())
+  if (!report.chosen && !failed_verification.empty() &&
+      std::all_of(report.candidates.begin(), report.candidates.end(), [](const CandidateReport& c) { return c.verdict == Verdict::kVerificationFailed; }))
     spdlog::warn("every rewritten candidate failed verification (the last: {}); writing the input graph as it is", failed_verification);
   if (!report.chosen) {
     report.kept_input = kept_input_reason(report, no_predicted_gain);
