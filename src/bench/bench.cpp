@@ -90,7 +90,8 @@ Expected<Verdict> judge(Runner& runner, size_t baseline, size_t candidate, const
   if (auto s = r.warm_up(); !s) return s.error();
   const int planned = std::max(opts.rounds, opts.max_rounds);
   if (auto s = r.more(opts.rounds, planned, progress); !s) return s.error();
-  auto decided = [](const Speedup& s) { return s.ci.lo >= kMinSpeedupLowerBound || s.ci.hi < kMinSpeedupLowerBound; };
+  if (!(opts.refuse_below >= opts.accept_at)) return Error::internal("judge: refuse_below must be >= accept_at");
+  auto decided = [&](const Speedup& s) { return s.ci.lo >= opts.accept_at || s.ci.hi < opts.refuse_below; };
   // The sequential test: more rounds while the interval straddles the bound. Looking after every
   // step makes an undecided interval likelier to cross by chance than one fixed-length look; the
   // bound is a lower confidence bound at 0.99, so a crossing still needs the data on that side.
@@ -101,7 +102,7 @@ Expected<Verdict> judge(Runner& runner, size_t baseline, size_t candidate, const
   v.base_ms = res.files[0].median_ms;
   v.ms = res.files[1].median_ms;
   v.speedup = res.files[1].speedup;
-  v.accepted = v.speedup.ci.lo >= kMinSpeedupLowerBound;
+  v.accepted = v.speedup.ci.lo >= opts.accept_at;
   v.decided = decided(v.speedup);
   v.rounds = res.rounds;
   v.runner = res.runner;

@@ -18,6 +18,13 @@ namespace {
 // verdict says why.
 Error refused() { return Error::internal("candidate refused"); }
 
+// A candidate that passes after another replaces it only if measured faster than it: the lower
+// bound of its speedup over that one at least kFasterThanChosen. An upper bound under
+// kFasterThanChosenMargin decides a tie for the one chosen first (the better predicted), so the
+// written file does not change with noise between candidates that are equally fast.
+constexpr double kFasterThanChosen = 1.0;
+constexpr double kFasterThanChosenMargin = 1.02;
+
 }  // namespace
 
 Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims, std::map<std::string, int64_t> min_dims, const exec::Executor& ex, const ir::Graph& original, std::map<std::string, int64_t> dynamic_dims,
@@ -185,7 +192,7 @@ Status Judge::price(const ir::Graph& written) {
   if (!memo_) return {};
   auto c = memo_->cost(written);
   if (!c) return c.error().with_context("pricing the written file");
-  written_ms_ = *c;
+  priced_ms_ = *c;
   return {};
 }
 
@@ -210,10 +217,13 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   // The short binding (a decode step, or sequence 1), where the deployment runs it.
   const bool at_short = short_ >= 0 && o_.deploy != "prefill";
   const bool at_representative = o_.deploy != "decode" || !at_short;
+  last_id_.reset();
+  last_short_id_.reset();
   if (at_representative) {
     const auto tm = std::chrono::steady_clock::now();
     auto id = measurer_->runner->load({tmp_path, c.graph});
     if (!id) return id.error().with_context("measuring the result");
+    last_id_ = *id;
     auto v = bench::judge(*measurer_->runner, measurer_->base_id, *id, bo);
     t_measure_ += seconds_since(tm);
     if (!v) return v.error().with_context("measuring the result");
@@ -239,6 +249,7 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   if (!w) return Error::internal("re-importing the result at the " + bindings_[k].str() + ": " + w.error().message);
   auto cand = measurer_->runner->load({tmp_path, *w});
   if (!cand) return cand.error().with_context("measuring the result at the " + bindings_[k].str());
+  last_short_id_ = *cand;
   auto vd = bench::judge(*measurer_->runner, *short_base_id_, *cand, bo);
   t_measure_ += seconds_since(td);
   if (!vd) return vd.error().with_context("measuring the result at the " + bindings_[k].str());
@@ -248,6 +259,28 @@ Expected<Verdict> Judge::measure(const std::string& tmp_path, const Candidate& c
   spdlog::info("{}: measured at the {}: {:.3f} -> {:.3f} ms, speedup {:.3f}x [{:.3f}, {:.3f}] in {} rounds{}", c.label, bindings_[k].str(),
                vd->base_ms, vd->ms, vd->speedup.estimate, vd->speedup.ci.lo, vd->speedup.ci.hi, vd->rounds, vd->accepted ? "" : ": rejected");
   return vd->accepted ? Verdict::kWritten : Verdict::kMeasuredSlower;
+}
+
+Expected<bool> Judge::faster_than_chosen(CandidateReport& entry) {
+  const bool at_short = chosen_->short_id && last_short_id_ && o_.deploy != "prefill";
+  const auto base = at_short ? chosen_->short_id : chosen_->id;
+  const auto cand = at_short ? last_short_id_ : last_id_;
+  if (!base || !cand) return false;  // not measured at a common binding: the one chosen stays
+  bench::BenchOptions bo = o_.bench;
+  bo.seed = o_.seed;
+  bo.accept_at = kFasterThanChosen;
+  bo.refuse_below = kFasterThanChosenMargin;
+  const auto tm = std::chrono::steady_clock::now();
+  auto v = bench::judge(*measurer_->runner, *base, *cand, bo);
+  t_measure_ += seconds_since(tm);
+  if (!v) return v.error().with_context("measuring the result against the candidate chosen before it");
+  const auto& chosen = report_.candidates[chosen_->index];
+  entry.measured_vs_chosen = measurement_of(*v);
+  entry.vs_chosen = chosen.label;
+  entry.vs_chosen_binding = at_short ? chosen.decode_binding : "representative sizes";
+  spdlog::info("{}: against {} at the {}: speedup {:.3f}x [{:.3f}, {:.3f}] in {} rounds{}", entry.label, chosen.label, entry.vs_chosen_binding,
+               v->speedup.estimate, v->speedup.ci.lo, v->speedup.ci.hi, v->rounds, v->accepted ? ": faster, it replaces it" : ": kept the other");
+  return v->accepted;
 }
 
 std::string Judge::measured_slower_why(const CandidateReport& e) {
@@ -281,9 +314,9 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
     }
     RLFLOW_TRY_STATUS(price(*w));
     if (memo_) {
-      entry.written_ms = written_ms_;
-      if (!(written_ms_ < before_ms_)) {
-        entry.why = "the file as written is predicted at " + std::to_string(written_ms_) + " ms against the input's " +
+      entry.written_ms = priced_ms_;
+      if (!(priced_ms_ < before_ms_)) {
+        entry.why = "the file as written is predicted at " + std::to_string(priced_ms_) + " ms against the input's " +
                     std::to_string(before_ms_) + " ms under the " + cost_kind_ + " cost (the search priced it at " +
                     std::to_string(c.predicted_ms) + " ms)";
         verdict = Verdict::kNoWrittenGain;
@@ -296,6 +329,16 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
     if ((verdict = *v) != Verdict::kWritten) {
       entry.why = measured_slower_why(entry);
       return refused();
+    }
+    if (chosen_) {
+      auto faster = faster_than_chosen(entry);
+      if (!faster) return faster.error();
+      if (!*faster) {
+        verdict = Verdict::kNotFastest;
+        entry.why = "passed, but not measured faster than " + entry.vs_chosen + " at the " + entry.vs_chosen_binding + " (" +
+                    speedup_text(*entry.measured_vs_chosen) + "), which stays the output";
+        return refused();
+      }
     }
     return {};
   };
@@ -317,6 +360,16 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
   if (st.ok() || verdict != Verdict::kWritten) {
     entry.verdict = verdict;
     report_.candidates.push_back(entry);
+    if (st.ok()) {
+      if (chosen_) {
+        auto& before = report_.candidates[chosen_->index];
+        before.verdict = Verdict::kNotFastest;
+        before.why = "passed, but " + entry.label + " measured faster than it at the " + entry.vs_chosen_binding + " (" +
+                     speedup_text(*entry.measured_vs_chosen) + ") and is written instead";
+      }
+      chosen_ = Chosen{report_.candidates.size() - 1, last_id_, last_short_id_};
+      written_ms_ = priced_ms_;
+    }
     return verdict;
   }
   return st.error();
@@ -348,6 +401,7 @@ Status Judge::write_input() {
     eo.bindings.clear();
     st = onnxio::write_model_file(original_, o_.output, eo, o_.model, check);
   }
+  if (st.ok()) written_ms_ = priced_ms_;
   return st;
 }
 

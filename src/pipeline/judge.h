@@ -42,8 +42,12 @@ class Judge {
         cost::CostModel* model, std::string cost_kind, double before_ms, Measurer* measurer, OptimiseReport& report);
 
   // Writes the candidate if it passes every check; appends its CandidateReport either way. An error
-  // is one no other candidate could escape (an I/O failure, an internal error).
+  // is one no other candidate could escape (an I/O failure, an internal error). When candidates
+  // are measured, a candidate that passes after another did must also measure faster than that
+  // one (the chosen so far) to replace it on disk; the one it replaces becomes kNotFastest.
   Expected<Verdict> try_candidate(const Candidate& c);
+  // The index in report.candidates of the candidate written, if any.
+  std::optional<size_t> chosen() const { return chosen_ ? std::optional<size_t>(chosen_->index) : std::nullopt; }
   // Writes the input graph, verified (the dynamic sizes must hold) and priced as written.
   Status write_input();
 
@@ -65,6 +69,9 @@ class Judge {
   Expected<Verdict> verify(const std::string& tmp_path, const ir::Graph& written, bool is_input, std::string& why);
   Status price(const ir::Graph& written);
   Expected<Verdict> measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry);
+  // Whether the candidate just measured is faster than the chosen one, at the binding the
+  // deployment cares most for (the short one unless --deploy prefill).
+  Expected<bool> faster_than_chosen(CandidateReport& entry);
   // Why a measured candidate is refused, with the speedup at each binding measured.
   static std::string measured_slower_why(const CandidateReport& e);
 
@@ -86,7 +93,14 @@ class Judge {
   std::vector<InputAt> inputs_at_;
   std::optional<cost::MemoCost> memo_;
   std::string cost_kind_;
-  double before_ms_ = 0, written_ms_ = 0;
+  double before_ms_ = 0, written_ms_ = 0, priced_ms_ = 0;
+  // The runner's ids of the last candidate measured (at the representative and the short binding).
+  std::optional<size_t> last_id_, last_short_id_;
+  struct Chosen {
+    size_t index = 0;  // in report.candidates
+    std::optional<size_t> id, short_id;
+  };
+  std::optional<Chosen> chosen_;
   Measurer* measurer_;
   OptimiseReport& report_;
   double t_verify_ = 0, t_measure_ = 0;

@@ -9,6 +9,7 @@
 #include <any>
 #include <map>
 #include <chrono>
+#include <filesystem>
 
 #include "judge.h"
 #include "rlflow/cost/analytic.h"
@@ -155,11 +156,11 @@ std::string measurement_memory(const ir::Graph& g, size_t candidates, int64_t li
 // Measuring: only a rewritten graph needs it, and never under --deterministic unless asked. Returns
 // the runner with the input loaded, or none with the reason in `report.not_measured`.
 Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, const TargetRecord& target, const ir::Graph& original,
-                                                      size_t num_candidates, OptimiseReport& report) {
+                                                      size_t num_candidates, const OptimiseHooks& hooks, OptimiseReport& report) {
   const bool want = o.measure == "on" || (o.measure == "auto" && !o.cost.deterministic);
   std::string& why = report.not_measured;
   if (!want) why = o.measure == "off" ? "--measure off" : "--deterministic (add --measure on to measure)";
-  else if (auto here = measurability(target); !here.measurable) why = here.why_not;
+  else if (auto here = measurability(target); !here.measurable && !hooks.make_runner) why = here.why_not;
   else if (auto m = measurement_memory(original, num_candidates, o.memory_mb); !m.empty()) why = m;
   else {
     bench::RunnerOptions ro;
@@ -167,7 +168,7 @@ Expected<std::optional<Measurer>> prepare_measurement(const OptimiseOptions& o, 
     ro.threads = o.bench_threads;
     ro.clock = o.bench_clock;
     ro.seed = o.seed;
-    auto r = bench::make_runner(ro);
+    auto r = hooks.make_runner ? hooks.make_runner(ro) : bench::make_runner(ro);
     if (r) {
       auto id = (*r)->load({o.model, original});
       if (id) return std::optional<Measurer>(Measurer{std::move(*r), *id});
@@ -290,6 +291,7 @@ std::string_view verdict_name(Verdict v) {
     case Verdict::kSizeSpecific: return "size-specific";
     case Verdict::kNoWrittenGain: return "no gain as written";
     case Verdict::kMeasuredSlower: return "measured slower";
+    case Verdict::kNotFastest: return "not the fastest";
   }
   return "?";
 }
@@ -407,8 +409,8 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
     cands = std::move(*cs);
     // The other fusions without one the target doubts (TargetRecord::doubtful_fusions: onnxruntime's
     // CPU Attention kernel), so a measured target can keep the fusions that pay. Each goes last, or
-    // before the candidates it is predicted cheaper than, since they are measured in order and the
-    // first that passes is written.
+    // before the candidates it is predicted cheaper than, since they are measured in order and a
+    // later one replaces an earlier only if measured faster.
     for (const auto& doubted : (*target)->doubtful_fusions) {
       if (composites.count(doubted) == 0) continue;
       ir::FusionSet without = o.disabled_fusions;
@@ -470,10 +472,11 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   }
 
   // write: each candidate, best first, is written, verified, priced as written and measured; the
-  // first that passes is the output, else the input graph is written as it is.
+  // fastest that passes is the output (unmeasured: the first that passes), else the input graph is
+  // written as it is.
   std::optional<Measurer> measurer;
   if (report.rewritten) {
-    auto m = prepare_measurement(o, **target, *original, cands.size(), report);
+    auto m = prepare_measurement(o, **target, *original, cands.size(), hooks, report);
     if (!m) return m.error();
     measurer = std::move(*m);
   } else {
@@ -490,11 +493,17 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
       hooks.stage("checking candidate " + std::to_string(report.candidates.size() + 1) + " of " + std::to_string(cands.size()) + " (" +
                   c.label + "): write, verify" + (measurer ? ", measure" : ""));
     auto verdict = judge.try_candidate(c);
-    if (!verdict) return verdict.error();
-    if (*verdict == Verdict::kWritten) {
-      report.chosen = report.candidates.size() - 1;
-      break;
+    if (!verdict) {
+      // A candidate written before this one is on disk: no output after an error.
+      if (judge.chosen()) {
+        std::error_code ec;
+        std::filesystem::remove(o.output, ec);
+      }
+      return verdict.error();
     }
+    // Measured: every candidate is measured and the fastest that passes is written. Not
+    // measured: the first that passes (the best predicted).
+    if (*verdict == Verdict::kWritten && !measurer) break;
     if (*verdict == Verdict::kVerificationFailed) {
       failed_verification = report.candidates.back().why;
       spdlog::warn("{}: {}; trying the next candidate", c.label, failed_verification);
@@ -502,6 +511,7 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   }
   // Every rewritten candidate failed verification: the input is written as it is, verified like
   // any output (exit 4 only when the input itself does not verify), with the reason.
+  report.chosen = judge.chosen();
   if (!report.chosen && !failed_verification.empty() &&
       std::all_of(report.candidates.begin(), report.candidates.end(), [](const CandidateReport& c) { return c.verdict == Verdict::kVerificationFailed; }))
     spdlog::warn("every rewritten candidate failed verification (the last: {}); writing the input graph as it is", failed_verification);

@@ -105,6 +105,11 @@ json measured_json(const OptimiseReport& r) {
       e["measured_decode"]["binding"] = c.decode_binding;
     }
     if (c.measured) e["measured"] = measurement_json(*c.measured);
+    if (c.measured_vs_chosen) {
+      e["measured_vs_chosen"] = measurement_json(*c.measured_vs_chosen);
+      e["measured_vs_chosen"]["against"] = c.vs_chosen;
+      e["measured_vs_chosen"]["binding"] = c.vs_chosen_binding;
+    }
     // The headline figure: the representative sizes', or the short binding's under --deploy decode.
     if (const auto* mc = c.measured ? &*c.measured : c.measured_decode ? &*c.measured_decode : nullptr; mc && (!shown || r.chosen == i)) shown = mc;
     if (c.verdict == Verdict::kVerificationFailed) e["verification_failed"] = c.why;

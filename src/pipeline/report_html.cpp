@@ -827,6 +827,10 @@ std::string latency_section(const json& r, const Context& c) {
       if (dec.is_object())
         s += "<tr class=\"decode\"><td class=\"indent\">at the " + text(at(dec, "binding"), "short binding") + "</td><td></td><td></td>" + measured_cell(dec) +
              "<td></td></tr>";
+      const json& vs = at(cd, "measured_vs_chosen");
+      if (vs.is_object())
+        s += "<tr class=\"vs-chosen\"><td class=\"indent\">against " + text(at(vs, "against"), "the candidate chosen before") + " at the " +
+             text(at(vs, "binding"), "same binding") + "</td><td></td><td></td>" + measured_cell(vs) + "<td></td></tr>";
       const json& cm = at(cd, "measured");
       if (cands.size() > 1 && (!numbers(at(cm, "before_samples_ms")).empty() || !numbers(at(cm, "after_samples_ms")).empty()))
         plots += "<details class=\"more\"><summary>Latency of candidate " + std::to_string(i + 1) + ": " + text(at(cd, "candidate")) +

@@ -103,6 +103,85 @@ TEST_F(PipelineTest, TheReportDescribesTheFileWrittenAndGivesEachCandidateAVerdi
 // tiny_residual's Conv+Relu pairs at --target h100: rlflow's cuDNN runner fuses each Relu into its
 // Conv by itself, and the recorded cost prices them so; fusing them in the IR, which ONNX would write
 // back as two ops, earns the search nothing, and the search's figure is the written file's.
+// A runtime with scripted latencies by load order (0: the input), each run off by a seeded
+// +-1%: the gate's statistics see noise, the order of speeds is fixed.
+class ScriptedRunner : public bench::Runner {
+ public:
+  explicit ScriptedRunner(std::vector<double> ms) : ms_(std::move(ms)) {}
+  Expected<size_t> load(const bench::BenchModel&) override { return loaded_++; }
+  Expected<double> run(size_t i) override {
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(state_ >> 11) / 9007199254740992.0;  // [0, 1)
+    return (i < ms_.size() ? ms_[i] : ms_.back()) * (0.99 + 0.02 * u);
+  }
+  std::string description() const override { return "scripted"; }
+
+ private:
+  std::vector<double> ms_;
+  size_t loaded_ = 0;
+  uint64_t state_ = 7;
+};
+
+TEST_F(PipelineTest, EveryCandidateThatPassesIsMeasuredAndTheFastestIsWritten) {
+  auto o = options("tiny_attention.onnx");
+  o.measure = "on";
+  o.candidates = 3;
+  o.bench.rounds = 20;
+  o.bench.max_rounds = 60;
+  // The input 10 ms; the first candidate 8, the second 4 (the fastest), any later one 6.
+  pipeline::OptimiseHooks hooks;
+  hooks.make_runner = [](const bench::RunnerOptions&) -> Expected<std::unique_ptr<bench::Runner>> {
+    return std::unique_ptr<bench::Runner>(new ScriptedRunner({10, 8, 4, 6}));
+  };
+  auto r = pipeline::optimise(o, hooks);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->measured);
+  ASSERT_GE(r->candidates.size(), 2u) << "tiny_attention gives the best graph and the composites alone";
+  ASSERT_TRUE(r->chosen.has_value()) << r->kept_input;
+  EXPECT_EQ(*r->chosen, 1u) << "the second candidate measured fastest";
+  const auto& first = r->candidates[0];
+  const auto& written = r->candidates[1];
+  EXPECT_EQ(written.verdict, pipeline::Verdict::kWritten);
+  ASSERT_TRUE(written.measured_vs_chosen.has_value());
+  EXPECT_EQ(written.vs_chosen, first.label);
+  EXPECT_NEAR(written.measured_vs_chosen->speedup, 2.0, 0.05);
+  EXPECT_EQ(first.verdict, pipeline::Verdict::kNotFastest);
+  EXPECT_NE(first.why.find(written.label + " measured faster"), std::string::npos) << first.why;
+  // The file on disk is the written candidate's: its steps, its price.
+  EXPECT_EQ(r->steps.size(), written.steps);
+  ASSERT_TRUE(written.written_ms.has_value());
+  EXPECT_NEAR(r->cost->after_ms, cost_of_file(o.output, "recorded"), 1e-9 * r->cost->before_ms);
+  EXPECT_NEAR(r->cost->after_ms, *written.written_ms, 1e-9 * r->cost->before_ms);
+  const auto j = r->to_json();
+  EXPECT_EQ(j["measured"]["candidates"][0]["verdict"], "not the fastest");
+  EXPECT_EQ(j["measured"]["candidates"][1]["measured_vs_chosen"]["against"], first.label);
+  EXPECT_NEAR(j["measured"]["speedup"].get<double>(), 2.5, 0.1) << "the headline is the written one's";
+
+  // A later candidate that passes but is slower than the one chosen leaves it on disk.
+  hooks.make_runner = [](const bench::RunnerOptions&) -> Expected<std::unique_ptr<bench::Runner>> {
+    return std::unique_ptr<bench::Runner>(new ScriptedRunner({10, 4, 6}));
+  };
+  auto k = pipeline::optimise(o, hooks);
+  ASSERT_TRUE(k) << k.error().message;
+  ASSERT_TRUE(k->chosen.has_value()) << k->kept_input;
+  EXPECT_EQ(*k->chosen, 0u);
+  EXPECT_EQ(k->candidates[0].verdict, pipeline::Verdict::kWritten);
+  const auto& later = k->candidates[1];
+  EXPECT_EQ(later.verdict, pipeline::Verdict::kNotFastest);
+  EXPECT_NE(later.why.find("not measured faster than " + k->candidates[0].label), std::string::npos) << later.why;
+  ASSERT_TRUE(later.measured_vs_chosen.has_value());
+  EXPECT_LT(later.measured_vs_chosen->ci_hi, 1.0) << "6 ms against 4 ms";
+  EXPECT_EQ(k->steps.size(), k->candidates[0].steps);
+  EXPECT_NEAR(k->cost->after_ms, cost_of_file(o.output, "recorded"), 1e-9 * k->cost->before_ms);
+
+  // Unmeasured, the first candidate that passes is written and no other is tried.
+  o.measure = "off";
+  auto u = pipeline::optimise(o, hooks);
+  ASSERT_TRUE(u) << u.error().message;
+  ASSERT_TRUE(u->chosen.has_value());
+  EXPECT_EQ(*u->chosen, u->candidates.size() - 1);
+}
+
 TEST_F(PipelineTest, AFusionTheRuntimeMakesItselfEarnsNothing) {
   auto r = pipeline::optimise(options("tiny_residual.onnx"));
   ASSERT_TRUE(r) << r.error().message;
@@ -443,9 +522,9 @@ TEST(PipelineVerdict, EveryVerdictHasItsOwnName) {
   using pipeline::Verdict;
   std::set<std::string_view> names;
   for (auto v : {Verdict::kWritten, Verdict::kVerificationFailed, Verdict::kUnverifiable, Verdict::kSizeSpecific, Verdict::kNoWrittenGain,
-                 Verdict::kMeasuredSlower})
+                 Verdict::kMeasuredSlower, Verdict::kNotFastest})
     names.insert(pipeline::verdict_name(v));
-  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.size(), 7u);
   EXPECT_EQ(names.count("?"), 0u);
 }
 

@@ -13,6 +13,10 @@
 
 namespace rlflow::bench {
 
+// optimise's rule: a rewritten model is written only if its speedup's lower confidence bound is
+// at least this (not measurably slower than its input).
+inline constexpr double kMinSpeedupLowerBound = 0.99;
+
 struct BenchOptions {
   int warmup = 3;    // untimed runs of each model before the first round
   int rounds = 30;   // timed runs of each model, one per round
@@ -27,6 +31,11 @@ struct BenchOptions {
   // rounds are run, up to max_rounds in all and within max_seconds. 0: `rounds` rounds, fixed.
   int max_rounds = 0;
   int step = 10;
+  // judge() only: the candidate is accepted when the speedup's lower bound is >= accept_at, and
+  // the test is decided when it is, or when the upper bound is < refuse_below (>= accept_at; an
+  // indifference zone between them lets a tie decide "not faster" without running out the rounds).
+  double accept_at = kMinSpeedupLowerBound;
+  double refuse_below = kMinSpeedupLowerBound;
 };
 
 struct FileResult {
@@ -50,9 +59,6 @@ using BenchProgress = std::function<void(int, int)>;
 Expected<BenchResult> run_bench(Runner& runner, const std::vector<size_t>& ids, const BenchOptions& opts,
                                 const BenchProgress& progress = {});
 
-// optimise's rule: a rewritten model is written only if its speedup's lower confidence bound is
-// at least this (not measurably slower than its input).
-inline constexpr double kMinSpeedupLowerBound = 0.99;
 
 struct Verdict {
   double base_ms = 0, ms = 0;  // medians

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -96,6 +97,7 @@ enum class Verdict {
   kSizeSpecific,        // a dynamic model's rewrite that fails at the second sizes: it baked in a size
   kNoWrittenGain,       // the file as written and re-imported is predicted no faster than the input
   kMeasuredSlower,      // measured on the target, the speedup's lower bound is below bench::kMinSpeedupLowerBound
+  kNotFastest,          // passed every check, but another candidate that passed measured faster
 };
 std::string_view verdict_name(Verdict v);
 
@@ -119,6 +121,10 @@ struct CandidateReport {
   // no slower there either (OptimiseOptions::deploy). `measured` is empty under --deploy decode.
   std::optional<Measurement> measured_decode;
   std::string decode_binding;
+  // Measured against the candidate that had passed before it (every candidate that passes is
+  // measured; the fastest is written): its label, the binding, and this one's speedup over it.
+  std::optional<Measurement> measured_vs_chosen;
+  std::string vs_chosen, vs_chosen_binding;
   Verdict verdict = Verdict::kWritten;
   std::string why;                   // the verdict in words, when it is not kWritten
 };
@@ -224,10 +230,13 @@ struct OptimiseHooks {
   search::Progress progress;  // the search's progress (a terminal's status line)
   // The stage the run is in after the search, in words ("checking candidate 1 of 3: best found").
   std::function<void(const std::string&)> stage;
+  // The runtime candidates are measured on; empty: bench::make_runner for the target. When set
+  // (tests: a scripted runner), the target need not be measurable on this machine.
+  std::function<Expected<std::unique_ptr<bench::Runner>>(const bench::RunnerOptions&)> make_runner;
 };
 
 // Runs the pipeline. Errors carry their exit class (usage, bad input, verification failed, internal);
-// on any error no output file exists.
+// on any error no output file exists (one already written for a candidate is removed).
 Expected<OptimiseReport> optimise(const OptimiseOptions& o, const OptimiseHooks& hooks = {});
 
 }  // namespace rlflow::pipeline
