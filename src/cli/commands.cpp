@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -75,6 +76,29 @@ std::string printable(const std::string& s) {
 
 }  // namespace
 
+void print_safe(std::FILE* out, const std::function<void(std::FILE*)>& print) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* mem = open_memstream(&buf, &len);
+  if (!mem) {  // no memory for the text: nothing is safe to print
+    std::fprintf(stderr, "rlflow: error: out of memory printing the report\n");
+    return;
+  }
+  print(mem);
+  std::fclose(mem);
+  std::string text;
+  text.reserve(len);
+  for (size_t i = 0; i < len; ++i) {
+    const auto c = static_cast<unsigned char>(buf[i]);
+    if (c >= 0x20 && c != 0x7f) text += static_cast<char>(c);
+    else if (c == '\n' || c == '\t') text += static_cast<char>(c);
+    else text += fmt::format("\\x{:02x}", c);
+  }
+  std::free(buf);
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fflush(out);
+}
+
 int report_error(const GlobalOptions& g, const Error& e) {
   const int code = exit_code_for(e.code);
   const std::string message = printable(e.message);
@@ -112,18 +136,20 @@ int cmd_info(const GlobalOptions& g, const InfoOptions& o) {
     std::cout << json_text(j) << std::endl;
     return kOk;
   }
-  std::printf("%s  (opset %lld, producer %s)\n", o.model.c_str(), static_cast<long long>(graph->meta().opset("")),
-              graph->meta().producer_name.c_str());
-  for (const auto& i : ins) std::printf("  input  %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
-  for (const auto& i : outs) std::printf("  output %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
-  std::printf("  parameters %s   FLOPs %s   ops %lld (ONNX nodes %d, folded %d, removed %d)\n", human(static_cast<double>(s.num_parameters)).c_str(),
-              human(s.flops).c_str(), static_cast<long long>(s.num_ops), stats.onnx_nodes, stats.folded_nodes, stats.removed_nodes);
-  print_op_table(stdout, s, nullptr);
-  if (!s.opaque_ops.empty()) {
-    std::printf("  opaque ops (kept as they are, never rewritten):");
-    for (const auto& op : s.opaque_ops) std::printf(" %s", op.c_str());
-    std::printf("\n");
-  }
+  print_safe(stdout, [&](std::FILE* f) {
+    std::fprintf(f, "%s  (opset %lld, producer %s)\n", o.model.c_str(), static_cast<long long>(graph->meta().opset("")),
+                graph->meta().producer_name.c_str());
+    for (const auto& i : ins) std::fprintf(f, "  input  %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
+    for (const auto& i : outs) std::fprintf(f, "  output %-20s %s %s\n", i["name"].get<std::string>().c_str(), i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str());
+    std::fprintf(f, "  parameters %s   FLOPs %s   ops %lld (ONNX nodes %d, folded %d, removed %d)\n", human(static_cast<double>(s.num_parameters)).c_str(),
+                human(s.flops).c_str(), static_cast<long long>(s.num_ops), stats.onnx_nodes, stats.folded_nodes, stats.removed_nodes);
+    print_op_table(f, s, nullptr);
+    if (!s.opaque_ops.empty()) {
+      std::fprintf(f, "  opaque ops (kept as they are, never rewritten):");
+      for (const auto& op : s.opaque_ops) std::fprintf(f, " %s", op.c_str());
+      std::fprintf(f, "\n");
+    }
+  });
   return kOk;
 }
 

@@ -121,11 +121,16 @@ int exit_code_for(ErrorCode c);
 
 // A pipeline's report on stdout, as JSON (--json) or its text; an error as report_error does.
 // `failed`: the report's outcome is a verification failure (exit 4).
+// Text for a terminal: what `print` writes, with every control character but newline and tab
+// written as \xNN. Names in a model are arbitrary bytes; an escape sequence in one must not clear
+// the screen, set the title or forge a line of the report.
+void print_safe(std::FILE* out, const std::function<void(std::FILE*)>& print);
+
 template <class Report>
 int print_report(const GlobalOptions& g, const Expected<Report>& r, bool failed = false) {
   if (!r) return report_error(g, r.error());
   if (g.json) std::cout << json_text(r->to_json()) << std::endl;
-  else r->print(stdout);
+  else print_safe(stdout, [&](std::FILE* f) { r->print(f); });
   return failed ? kVerificationFailed : kOk;
 }
 

@@ -686,6 +686,32 @@ TEST(Cli, InfoText) {
   EXPECT_NE(r.out.find("opaque"), std::string::npos) << r.out;
 }
 
+TEST(Cli, EscapesInNamesDoNotReachTheTerminal) {
+  TempDir dir;
+  const auto model = dir / "evil.onnx";
+  write_relu_model(model);
+  // An input name that clears the screen, sets the title and forges a line of the summary.
+  const std::string evil = "x\x1b[2J\x1b]0;pwned\x07\rverified: max abs diff 0";
+  {
+    onnx::ModelProto m;
+    std::ifstream in(model, std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+    m.mutable_graph()->mutable_input(0)->set_name(evil);
+    m.mutable_graph()->mutable_node(0)->set_input(0, evil);
+    std::ofstream(model, std::ios::binary | std::ios::trunc) << m.SerializeAsString();
+  }
+  const auto out = dir / "out.onnx";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"info", model.string()},
+           {"optimise", model.string(), "-o", out.string(), "--target", "h100", "--measure", "off"},
+           {"cost", model.string(), "--cost-model", "recorded"}}) {
+    auto r = rlflow(args);
+    ASSERT_EQ(r.code, 0) << args[0] << ": " << r.err;
+    for (char c : {'\x1b', '\x07', '\r'}) EXPECT_EQ(r.out.find(c), std::string::npos) << args[0] << " printed a raw control character: " << r.out;
+    if (args[0] == "info") EXPECT_NE(r.out.find("x\\x1b[2J\\x1b]0;pwned\\x07\\x0dverified"), std::string::npos) << r.out;
+  }
+}
+
 // ---- run ----
 
 TEST(Cli, RunComparesWithExpectedOutputs) {
