@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "rlflow/bench/helper.h"
 #include "rlflow/cost/cudnn_backend.h"
 #include "rlflow/cost/device.h"
 #include "rlflow/cost/measure.h"
@@ -45,10 +46,10 @@ class OrtRunner : public Runner {
  public:
   static Expected<std::unique_ptr<Runner>> create(const RunnerOptions& o) {
     const std::string script = ort_helper_script();
-    auto proc = LineProcess::start({python_interpreter(), script});
+    auto proc = Helper::start(script);
     if (!proc) return proc.error();
     std::unique_ptr<OrtRunner> r(new OrtRunner(o, std::move(*proc)));
-    auto hello = r->call(json{{"cmd", "hello"}});
+    auto hello = r->proc_->call(json{{"cmd", "hello"}});
     if (!hello)
       return Error::unsupported("onnxruntime is not usable through " + python_interpreter() + " " + script + ": " +
                                 hello.error().message + " (run scripts/setup/setup, or set RLFLOW_PYTHON)");
@@ -57,15 +58,14 @@ class OrtRunner : public Runner {
   }
 
   Expected<size_t> load(const BenchModel& m) override {
-    json inputs = json::array();
-    for (auto id : m.graph.inputs()) inputs.push_back({{"name", m.graph.node(id).name}, {"shape", m.graph.node(id).outputs[0].shape}});
-    auto reply = call({{"cmd", "load"}, {"path", m.path}, {"threads", opts_.threads}, {"seed", opts_.seed}, {"inputs", inputs}, {"clock", opts_.clock}});
+    auto reply = proc_->call({{"cmd", "load"}, {"path", m.path}, {"threads", opts_.threads}, {"seed", opts_.seed}, {"inputs", input_shapes_json(m.graph)},
+                              {"clock", opts_.clock}});
     if (!reply) return reply.error().with_context("onnxruntime cannot load " + m.path);
     return (*reply)["id"].get<size_t>();
   }
 
   Expected<double> run(size_t model) override {
-    auto reply = call({{"cmd", "run"}, {"id", model}, {"n", 1}});
+    auto reply = proc_->call({{"cmd", "run"}, {"id", model}, {"n", 1}});
     if (!reply) return reply.error();
     return (*reply)["ms"][0].get<double>();
   }
@@ -78,19 +78,10 @@ class OrtRunner : public Runner {
   }
 
  private:
-  OrtRunner(RunnerOptions o, std::unique_ptr<LineProcess> p) : opts_(std::move(o)), proc_(std::move(p)) {}
-
-  Expected<json> call(const json& req) {
-    auto line = proc_->request(req.dump());
-    if (!line) return line.error();
-    json reply = json::parse(*line, nullptr, false);
-    if (reply.is_discarded() || !reply.is_object()) return Error::internal("unexpected reply from the onnxruntime helper: " + *line);
-    if (!reply.value("ok", false)) return Error::bad_input(reply.value("error", std::string("unknown error")));
-    return reply;
-  }
+  OrtRunner(RunnerOptions o, std::unique_ptr<Helper> p) : opts_(std::move(o)), proc_(std::move(p)) {}
 
   RunnerOptions opts_;
-  std::unique_ptr<LineProcess> proc_;
+  std::unique_ptr<Helper> proc_;
   std::string version_;
 };
 

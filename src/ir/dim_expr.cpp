@@ -298,4 +298,14 @@ std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>&
   return out;
 }
 
+int short_binding(const std::vector<Binding>& bindings, const std::map<std::string, int64_t>& representative) {
+  for (size_t k = 0; k < bindings.size(); ++k)
+    if (bindings[k].label == "decode step") return static_cast<int>(k);
+  bool sequence = false;
+  for (const auto& [name, size] : representative) sequence = sequence || symbol_role(name) != SymbolRole::kBatch;
+  for (size_t k = 0; k < bindings.size() && sequence; ++k)
+    if (bindings[k].label == "smallest") return static_cast<int>(k);
+  return -1;
+}
+
 }  // namespace rlflow::ir

@@ -39,14 +39,8 @@ Judge::Judge(const OptimiseOptions& o, std::map<std::string, int64_t> fixed_dims
   // again, written and verified at bindings that cannot coincide with them (all ones, odd primes,
   // a decode step), and the written file keeps the dims.
   bindings_ = ir::verification_bindings(dynamic_dims_, min_dims);
-  // The short binding measured beside the representative one: a KV-cache decoder's decode step,
-  // else, for a model with a symbolic sequence (any symbol but a batch one), its smallest sizes.
-  bool sequence = false;
-  for (const auto& [name, size] : dynamic_dims_) sequence = sequence || ir::symbol_role(name) != ir::SymbolRole::kBatch;
-  for (size_t k = 0; k < bindings_.size(); ++k)
-    if (bindings_[k].label == "decode step") short_ = static_cast<int>(k);
-  for (size_t k = 0; k < bindings_.size() && short_ < 0 && sequence; ++k)
-    if (bindings_[k].label == "smallest") short_ = static_cast<int>(k);
+  // The short binding measured beside the representative one (a decode step, else sequence 1).
+  short_ = ir::short_binding(bindings_, dynamic_dims_);
   inputs_at_.resize(bindings_.size());
   report_.verification.enabled = o.verify;
   report_.verification.seed = o.seed;
@@ -188,6 +182,45 @@ Expected<Verdict> Judge::at_every_binding(const Candidate& c, std::vector<ir::Gr
   return Verdict::kWritten;
 }
 
+Expected<Verdict> Judge::verify_in_ort(const std::string& tmp_path, std::string& why) {
+  const auto tv = std::chrono::steady_clock::now();
+  if (!ort_check_) {
+    auto h = bench::Helper::start(bench::ort_helper_script());
+    if (!h) return h.error().with_context("starting onnxruntime to verify the result");
+    ort_check_ = std::move(*h);
+  }
+  auto& v = report_.verification;
+  v.onnxruntime_checked = 0;
+  for (size_t k = 0; k <= bindings_.size(); ++k) {
+    const ir::Graph* in = &original_;
+    if (k > 0) {
+      auto g = input_at(k - 1);
+      if (!g) return g.error();
+      if (!*g) continue;
+      in = *g;
+    }
+    const std::string where = k == 0 ? std::string("the representative sizes") : bindings_[k - 1].str();
+    auto r = ort_check_->call({{"cmd", "check"}, {"reference", o_.model}, {"candidate", tmp_path}, {"inputs", bench::input_shapes_json(*in)},
+                               {"seed", o_.seed}, {"atol", o_.compare.atol}, {"rtol", o_.compare.rtol}});
+    if (!r) return r.error().with_context("verifying the result in onnxruntime at " + where);
+    if ((*r)["reference_error"].is_string()) {
+      spdlog::info("not verifying in onnxruntime at {}: the input fails there: {}", where, (*r)["reference_error"].get<std::string>());
+      continue;
+    }
+    std::string fail = (*r)["candidate_error"].is_string() ? "it does not run there: " + (*r)["candidate_error"].get<std::string>()
+                       : !(*r).value("match", false)      ? (*r).value("message", std::string("outputs differ"))
+                                                           : std::string();
+    if (!fail.empty()) {
+      t_verify_ += seconds_since(tv);
+      why = "onnxruntime runs it differently from the input at " + where + ": " + fail;
+      return Verdict::kVerificationFailed;
+    }
+    ++v.onnxruntime_checked;
+  }
+  t_verify_ += seconds_since(tv);
+  return Verdict::kWritten;
+}
+
 Status Judge::price(const ir::Graph& written) {
   if (!memo_) return {};
   auto c = memo_->cost(written);
@@ -304,6 +337,8 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
   entry.steps = c.steps;
   entry.predicted_ms = c.predicted_ms;
   Verdict verdict = Verdict::kWritten;
+  // The verification record describes the file written: a candidate refused gives back the one before.
+  const VerificationReport verification_before = report_.verification;
   auto check = [&](const std::string& tmp) -> Status {
     auto w = import_written(tmp);
     if (!w) return w.error();
@@ -311,6 +346,12 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
       auto v = verify(tmp, *w, /*is_input=*/false, entry.why);
       if (!v) return v.error();
       if ((verdict = *v) != Verdict::kWritten) return refused();
+      // The runtime the file is measured on runs it as the input's twin, or it is not written.
+      if (measurer_ && o_.target == "ort") {
+        auto vo = verify_in_ort(tmp, entry.why);
+        if (!vo) return vo.error();
+        if ((verdict = *vo) != Verdict::kWritten) return refused();
+      }
     }
     RLFLOW_TRY_STATUS(price(*w));
     if (memo_) {
@@ -360,6 +401,7 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
   if (st.ok() || verdict != Verdict::kWritten) {
     entry.verdict = verdict;
     report_.candidates.push_back(entry);
+    if (!st.ok()) report_.verification = verification_before;
     if (st.ok()) {
       if (chosen_) {
         auto& before = report_.candidates[chosen_->index];

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "rlflow/bench/helper.h"
 #include "rlflow/bench/runner.h"
 #include "rlflow/cost/memo.h"
 #include "rlflow/exec/executor.h"
@@ -67,6 +68,11 @@ class Judge {
   Expected<Verdict> at_every_binding(const Candidate& c, std::vector<ir::Graph>& made, std::string& why);
   // kWritten: passed. Another verdict: `why` says what failed.
   Expected<Verdict> verify(const std::string& tmp_path, const ir::Graph& written, bool is_input, std::string& why);
+  // The ort target, when measured: the file against the input as onnxruntime runs both, at the
+  // representative sizes and every binding the input imports at (onnxruntime's kernels may differ
+  // from the ONNX semantics the reference executor runs: its Attention writes zeros for a row the
+  // mask hides wholly). kWritten, or kVerificationFailed with `why`.
+  Expected<Verdict> verify_in_ort(const std::string& tmp_path, std::string& why);
   Status price(const ir::Graph& written);
   Expected<Verdict> measure(const std::string& tmp_path, const Candidate& c, CandidateReport& entry);
   // Whether the candidate just measured is faster than the chosen one, at the binding the
@@ -102,6 +108,7 @@ class Judge {
   };
   std::optional<Chosen> chosen_;
   Measurer* measurer_;
+  std::unique_ptr<bench::Helper> ort_check_;  // onnxruntime for verify_in_ort, started on first use
   OptimiseReport& report_;
   double t_verify_ = 0, t_measure_ = 0;
 };

@@ -69,6 +69,7 @@ json verification_json(const VerificationReport& v) {
   j["rtol"] = v.rtol;
   if (v.widened) j["tolerance_note"] = "widened for half-precision outputs";
   j["seed"] = v.seed;
+  if (v.onnxruntime_checked >= 0) j["onnxruntime_checked"] = v.onnxruntime_checked;
   if (!v.bindings.empty()) {
     j["bindings"] = json::array();
     for (const auto& b : v.bindings) {
@@ -228,8 +229,11 @@ void OptimiseReport::print(std::FILE* out) const {
     if (verification.method == "structural")
       std::fprintf(out, "verified: structurally identical to the original (%s)\n", verification.note.c_str());
     else
-      std::fprintf(out, "verified: max abs diff %.3g against the original (atol %g, rtol %g, seed %llu)\n", verification.max_abs_diff,
-                   verification.atol, verification.rtol, static_cast<unsigned long long>(verification.seed));
+      std::fprintf(out, "verified: max abs diff %.3g against the original (atol %g, rtol %g, seed %llu)%s\n", verification.max_abs_diff,
+                   verification.atol, verification.rtol, static_cast<unsigned long long>(verification.seed),
+                   verification.onnxruntime_checked > 0
+                       ? ("; and in onnxruntime at " + std::to_string(verification.onnxruntime_checked) + " sizes").c_str()
+                       : "");
   } else {
     std::fprintf(out, "not verified (--no-verify)\n");
   }

@@ -68,4 +68,10 @@ struct Binding {
 std::vector<Binding> verification_bindings(const std::map<std::string, int64_t>& representative,
                                            const std::map<std::string, int64_t>& minimum = {});
 
+// The short binding a model is measured at beside its representative one (optimise's gate,
+// `rlflow compare`): among `bindings` (from verification_bindings), a KV-cache decoder's decode step,
+// else, for a model with a symbolic sequence (any symbol but a batch one), its smallest sizes; -1
+// when it has neither.
+int short_binding(const std::vector<Binding>& bindings, const std::map<std::string, int64_t>& representative);
+
 }  // namespace rlflow::ir

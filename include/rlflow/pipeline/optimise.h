@@ -137,6 +137,9 @@ struct VerificationReport {
   double max_abs_diff = 0, atol = 0, rtol = 0;
   bool widened = false;  // tolerances widened for half-precision outputs
   uint64_t seed = 0;
+  // The ort target, when measured: the sizes (the representative and the bindings) at which the
+  // file was also checked against the input as onnxruntime runs both; -1: not checked there.
+  int onnxruntime_checked = -1;
   // A dynamic model is checked again at other bindings of its symbols (ir::verification_bindings).
   struct Binding {
     std::string label;

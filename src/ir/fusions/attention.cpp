@@ -21,7 +21,18 @@ struct AttentionPlan {
   double scale = 1.0;
   bool flat = false;  // 3-D (N, S, E) operands: Unsqueeze to (N, 1, S, E), Attention, Squeeze
   int64_t kv_heads = 0;
+  // The float mask may hold float's lowest (torch's masked_fill(finfo.min)): written as
+  // Max(mask, kMaskFloor). See kMaskFloor.
+  bool clamp_mask = false;
 };
+
+// onnxruntime's CPU Attention (through 1.32) writes zeros for a row whose every score is masked to
+// exactly float's lowest (or -inf), where the ONNX op and the chain it replaces give the mean of V
+// (softmax over equal scores: measured, tests/data/decoders/llama.dynamo20.onnx at batch 3, whose
+// padding mask is Where(c, 0, finfo.min)). A mask floored at -1e30 instead gives the same result as
+// the chain in both: scores under 1e22 in size vanish beside either value when added, so a fully
+// masked row is uniform and a masked entry of any other row weighs exp(-1e30) = 0.
+constexpr double kMaskFloor = -1e30;
 
 // The attention recogniser: the shared Matcher, and the pieces of the chain only attention has.
 class AttentionMatcher {
@@ -223,6 +234,7 @@ class AttentionMatcher {
       auto b = broadcast_shapes(mt.shape, scores_shape);
       if (!b || *b != scores_shape || (plan.bias && !broadcast_shapes(mt.shape, plan.bias->shape())))
         return no("the mask does not broadcast to the scores");
+      plan.clamp_mask = mt.dtype == DType::kFloat32 && !above_floor(*plan.mask);
     }
     // GQA: K and V both repeated from the same number of kv heads, K untransposed.
     plan.kv_heads = rank == 4 ? qt.shape[1] : 1;
@@ -253,6 +265,20 @@ class AttentionMatcher {
     nodes->insert(nodes->end(), {p->node, cond.node});
     *p = s;
     return true;
+  }
+
+  // Whether a float mask's values are all above kMaskFloor, provably: a constant, or a Where of
+  // two scalars.
+  bool above_floor(ValueRef mask) const {
+    const Node& mn = node(mask);
+    auto above = [](double e) { return e > kMaskFloor; };
+    if (mn.kind == OpKind::kWeight && mn.value) {
+      const auto v = mn.value->as_double();
+      return std::all_of(v.begin(), v.end(), above);
+    }
+    if (!opaque_named(mn, "Where") || mn.inputs.size() != 3) return false;
+    auto a = scalar(mn.inputs[1]), b = scalar(mn.inputs[2]);
+    return a && b && above(*a) && above(*b);
   }
 
   // Whether every mask value the plan adds is finite: a Where(c, a, b) of finite scalars (torch's
@@ -367,8 +393,20 @@ Node build_attention(Graph* g, const Node& root, const AttentionPlan& p) {
   const Shape qs = g->type(q).shape, ks = g->type(k).shape;
   std::vector<ValueRef> ins{q, k, v};
   std::optional<ValueRef> mask = p.mask;
+  if (mask && p.clamp_mask)
+    mask = add_opaque(g, "Max", {*mask, add_weight(g, Tensor::from_doubles(DType::kFloat32, {}, {kMaskFloor}), root.name + "_mask_floor")},
+                      g->type(*mask));
   if (p.bias) {
-    const ValueRef b = add_weight(g, p.bias, root.name + "_mask_bias");
+    TensorPtr bias = p.bias;
+    if (bias->dtype() == DType::kFloat32) {  // a constant's values floored where they are below kMaskFloor
+      auto v = bias->as_double();
+      auto low = [](double e) { return std::isfinite(e) && e < kMaskFloor; };  // -inf stays: not a masked_fill(finfo.min)
+      if (std::any_of(v.begin(), v.end(), low)) {
+        for (auto& e : v) e = low(e) ? kMaskFloor : e;
+        bias = Tensor::from_doubles(DType::kFloat32, bias->shape(), v);
+      }
+    }
+    const ValueRef b = add_weight(g, bias, root.name + "_mask_bias");
     if (mask) {
       auto s = broadcast_shapes(g->type(*mask).shape, p.bias->shape());
       mask = add_node(g, OpKind::kAdd, {}, {b, *mask}, {DType::kFloat32, s ? *s : p.bias->shape()});
