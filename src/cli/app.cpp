@@ -63,6 +63,7 @@ void declare_all(CLI::App& app, Commands& p) {
   declare_train_agent(app, p.g, p.commands);
   declare_train_world_model(app, p.g, p.commands);
   declare_run_bench(app, p.g, p.commands);
+  declare_compare(app, p.g, p.commands);
   declare_rules(app, p.g, p.commands);
   declare_cost(app, p.g, p.commands);
 }

@@ -83,6 +83,7 @@ void declare_info(CLI::App& app, GlobalOptions& g, Subcommands& out);           
 // Also returns the options the command line fills (parse_optimise_args reads them).
 std::shared_ptr<OptimiseOptions> declare_optimise(CLI::App& app, GlobalOptions& g, Subcommands& out);  // cmd_optimise.cpp
 void declare_run_bench(CLI::App& app, GlobalOptions& g, Subcommands& out);          // cmd_bench.cpp (run, bench)
+void declare_compare(CLI::App& app, GlobalOptions& g, Subcommands& out);            // cmd_compare.cpp
 void declare_rules(CLI::App& app, GlobalOptions& g, Subcommands& out);              // cmd_rules.cpp
 void declare_cost(CLI::App& app, GlobalOptions& g, Subcommands& out);               // cmd_cost.cpp
 void declare_train_agent(CLI::App& app, GlobalOptions& g, Subcommands& out);        // cmd_rl.cpp

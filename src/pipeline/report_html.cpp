@@ -878,6 +878,69 @@ std::string verification_section(const json& r) {
   return s + "</section>";
 }
 
+// `rlflow compare`'s table and plot: each tool's speedup over the input at each timed binding (a
+// pair of bars per right tool), and every tool's status, so that a wrong file is seen as wrong.
+std::string comparison_section(const json& r) {
+  const json& c = at(r, "comparison");
+  if (!c.is_object()) return "";
+  std::string s = "<section class=\"card\" id=\"comparison\"><h2>Against the peer tools " + std::string(kMeasuredTag) + "</h2>";
+  s += "<p class=\"lead\">Each tool rewrote the same input; every file was checked against it in onnxruntime at " +
+       std::to_string(at(c, "checked_at").is_array() ? at(c, "checked_at").size() : 0) +
+       " bindings of its symbolic dims, and the right ones were timed interleaved in " + text(at(c, "runner")) +
+       ", paired by round with the input.</p>";
+  const json& timed = at(c, "timed");
+  std::vector<std::string> labels;
+  if (timed.is_array())
+    for (const auto& t : timed) labels.push_back(text(at(t, "label"), "?"));
+  std::vector<PairRow> rows;
+  const json& tools = at(c, "tools");
+  if (tools.is_array() && !labels.empty())
+    for (const auto& t : tools) {
+      const json& tm = at(t, "timings");
+      if (!tm.is_array() || tm.empty()) continue;
+      PairRow row{text(at(t, "name")), num(at(tm[0], "speedup")).value_or(0), tm.size() > 1 ? num(at(tm[1], "speedup")).value_or(0) : 0};
+      rows.push_back(row);
+    }
+  if (!rows.empty())
+    s += paired_bars("comparison-plot", rows, labels[0], labels.size() > 1 ? labels[1] : "", [](double v) { return v > 0 ? fmt_x(v) : std::string(); },
+                     "speedup over the input of each tool's file");
+  std::string head = "<tr><th>tool</th><th>version</th><th>status</th><th class=\"num\">nodes</th><th class=\"num\">seconds</th>";
+  for (const auto& l : labels) head += "<th class=\"num\">" + esc(l) + "</th>";
+  head += "<th>note</th></tr>";
+  std::vector<std::string> trs;
+  if (tools.is_array())
+    for (const auto& t : tools) {
+      const std::string status = text(at(t, "status"));
+      const std::string cls = status == "ok" ? "good" : status == "wrong" ? "bad" : "muted";
+      std::string tr = "<tr><td><b>" + text(at(t, "name")) + "</b></td><td>" + text(at(t, "version"), "") + "</td><td><span class=\"" + cls +
+                       "\">" + status + "</span></td><td class=\"num\">" + text(at(t, "nodes")) + "</td><td class=\"num\">" +
+                       (num(at(t, "seconds")) ? fmt_num(*num(at(t, "seconds")), 3) : "&mdash;") + "</td>";
+      const json& tm = at(t, "timings");
+      for (size_t k = 0; k < labels.size(); ++k) {
+        if (!tm.is_array() || k >= tm.size()) {
+          tr += "<td class=\"num\">&mdash;</td>";
+          continue;
+        }
+        const json& ci = at(tm[k], "speedup_ci");
+        tr += "<td class=\"num\">" + (num(at(tm[k], "speedup")) ? fmt_x(*num(at(tm[k], "speedup"))) : "&mdash;") +
+              (ci.is_array() && ci.size() == 2 ? " <span class=\"muted\">[" + fmt_num(num(ci[0]).value_or(0)) + ", " + fmt_num(num(ci[1]).value_or(0)) + "]</span>" : "") +
+              "</td>";
+      }
+      trs.push_back(tr + "<td>" + text(at(t, "error"), "") + "</td></tr>");
+    }
+  s += folded_table("rows comparison", head, trs, 20, "tools");
+  const json& vs = at(c, "rlflow_vs_fastest_peer");
+  if (vs.is_array())
+    for (const auto& v : vs)
+      if (has(at(v, "peer")))
+        s += "<p>rlflow over the fastest right peer at " + text(at(v, "label")) + " (" + text(at(v, "peer")) + "): <b>" +
+             fmt_x(num(at(v, "speedup")).value_or(0)) + "</b> <span class=\"muted\">" + ci_text(at(v, "speedup_ci"), json()) + "</span></p>";
+  const json& fails = at(c, "input_fails");
+  if (fails.is_array())
+    for (const auto& f : fails) s += "<p class=\"muted\">" + plain(f) + "</p>";
+  return s + "</section>";
+}
+
 std::string footer(const json& r) {
   const json& t = at(r, "time_s");
   std::string s = "<footer>";
@@ -998,6 +1061,7 @@ std::string report_html(const nlohmann::json& report) {
   s += cost_section(report, c);
   s += latency_section(report, c);
   s += verification_section(report);
+  s += comparison_section(report);
   s += footer(report);
   return s + "</main></body></html>\n";
 }

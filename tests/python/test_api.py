@@ -148,6 +148,21 @@ def test_targets_cost_bench(tmp_path):
         rlflow.bench(model)
 
 
+def test_compare_marks_a_wrong_peer_wrong(tmp_path):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import sys, onnx\nfrom onnx import numpy_helper\nm = onnx.load(sys.argv[1])\n"
+                     "t = next(t for t in m.graph.initializer if numpy_helper.to_array(t).size > 1)\n"
+                     "t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 2, t.name))\nonnx.save(m, sys.argv[2])\n")
+    r = rlflow.compare(str(DATA / "tiny_cnn.onnx"), peers=["onnxslim", f"script:{wrong}"], rounds=10, max_seconds=5, quiet=True)
+    tools = {t["name"]: t for t in r["tools"]}
+    assert list(tools) == ["onnxslim", f"script:{wrong}", "rlflow"]
+    assert tools[f"script:{wrong}"]["status"] == "wrong" and not tools[f"script:{wrong}"]["timings"]
+    assert tools["onnxslim"]["status"] in ("ok", "not installed")
+    assert tools["rlflow"]["status"] == "ok" and len(tools["rlflow"]["timings"]) == 1
+    with pytest.raises(rlflow.UsageError):
+        rlflow.compare(str(DATA / "tiny_cnn.onnx"), peers="nosuchtool")
+
+
 def test_report_to_html(tmp_path):
     result = rlflow.optimise(str(DATA / "tiny_attention.onnx"), target="h100", deterministic=True, quiet=True)
     html = result.report.to_html(tmp_path / "report.html")

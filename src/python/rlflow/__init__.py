@@ -27,7 +27,7 @@ import onnx
 from . import _rlflow
 
 __all__ = [
-    "optimise", "optimize", "cost", "bench", "targets", "Result", "Report",
+    "optimise", "optimize", "cost", "bench", "compare", "targets", "Result", "Report",
     "RlflowError", "UsageError", "UnsupportedModel", "VerificationFailed", "InternalError",
 ]
 
@@ -295,6 +295,21 @@ def bench(models: Sequence[ModelLike], target: str = "ort", *, verbose: int = 0,
     with _Staged() as staged:
         paths = [staged.path(m, f"model{i}.onnx") for i, m in enumerate(models)]
         return _run(["bench"] + paths + ["--target", target] + _flag_args(options) + _log_args(verbose, quiet))
+
+
+def compare(model: ModelLike, peers: Union[str, Sequence[str], None] = None, *, verbose: int = 0, quiet: bool = False,
+            **options: Any) -> Report:
+    """The peer tools installed in this Python (onnxslim, onnxsim, onnxoptimizer, ort-fusions,
+    ort-transformers, ``script:PATH``) and rlflow each rewrite ``model``; every file is checked against
+    it in onnxruntime at every binding of its symbolic dims and the right ones are timed interleaved at
+    prefill and at a decode step (``rlflow compare --json``). ``report["tools"]`` holds each tool's
+    status (ok, wrong, failed, crashed, timed out, not installed) and timings; ``keep=DIR`` keeps the
+    files, ``report=PATH`` writes the HTML page."""
+    with _Staged() as staged:
+        args = ["compare", staged.path(model, "model.onnx")]
+        if peers is not None:
+            args += ["--peers", peers if isinstance(peers, str) else ",".join(peers)]
+        return _run(args + _flag_args(options) + _log_args(verbose, quiet))
 
 
 def version() -> str:
