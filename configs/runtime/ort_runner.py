@@ -61,19 +61,7 @@ def load(req: dict, sessions: list) -> dict:
     opts.log_severity_level = 3
     sess = ort.InferenceSession(req["path"], opts, providers=["CPUExecutionProvider"])
     given = {i["name"]: i["shape"] for i in req.get("inputs", [])}
-    rng = np.random.default_rng(int(req.get("seed", 0)))
-    feeds = {}
-    for i in sess.get_inputs():
-        shape = given.get(i.name, i.shape)
-        if any(not isinstance(d, int) or d < 0 for d in shape):
-            raise ValueError(f"input '{i.name}' has symbolic shape {i.shape}: give its static shape")
-        dtype = DTYPES.get(i.type)
-        if dtype is None:
-            raise ValueError(f"input '{i.name}' has type {i.type}, which the benchmark cannot generate")
-        if dtype.startswith("float"):
-            feeds[i.name] = rng.standard_normal(shape).astype(dtype)
-        else:
-            feeds[i.name] = np.zeros(shape, dtype=dtype)
+    feeds = make_feeds(sess, given, int(req.get("seed", 0)), integers="zeros")
     sessions.append((sess, feeds, threads == 1 and req.get("clock", "auto") != "wall"))
     return {"ok": True, "id": len(sessions) - 1}
 
@@ -88,7 +76,9 @@ def session(path: str, threads: int = 1):
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
-def check_feeds(sess, given: dict, seed: int) -> dict:
+def make_feeds(sess, given: dict, seed: int, integers: str) -> dict:
+    """Seeded inputs of the given static shapes: floats N(0, 1); integers and booleans all zero
+    ("zeros", what the timing feeds) or each 0 or 1 at random ("binary", what the check feeds)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -99,11 +89,11 @@ def check_feeds(sess, given: dict, seed: int) -> dict:
             raise ValueError(f"input '{i.name}' has symbolic shape {i.shape}: give its static shape")
         dtype = DTYPES.get(i.type)
         if dtype is None:
-            raise ValueError(f"input '{i.name}' has type {i.type}, which the check cannot generate")
+            raise ValueError(f"input '{i.name}' has type {i.type}, which rlflow cannot generate")
         if dtype.startswith("float"):
             feeds[i.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == "bool":
-            feeds[i.name] = rng.integers(0, 2, size=shape).astype(bool)
+        elif integers == "zeros":
+            feeds[i.name] = np.zeros(shape, dtype=dtype)
         else:
             feeds[i.name] = rng.integers(0, 2, size=shape).astype(dtype)
     return feeds
@@ -125,7 +115,7 @@ def check(req: dict) -> dict:
         CHECK_CACHE.clear()
         try:
             ref = session(req["reference"])
-            feeds = check_feeds(ref, given, int(req.get("seed", 0)))
+            feeds = make_feeds(ref, given, int(req.get("seed", 0)), integers="binary")
             CHECK_CACHE.update(key=key, feeds=feeds, want=ref.run(None, feeds), names=[o.name for o in ref.get_outputs()])
         except Exception as e:  # noqa: BLE001 - the input itself fails at these sizes
             CHECK_CACHE.update(key=key, error=f"{type(e).__name__}: {e}".replace("\n", " ")[:500])
@@ -194,8 +184,9 @@ def run(req: dict, sessions: list) -> dict:
     return {"ok": True, "ms": times, "clock": "thread CPU" if one_thread else "wall"}
 
 
-def main() -> int:
-    sessions: list = []
+def serve(handlers: dict) -> int:
+    """The JSON-lines loop: one request per line on stdin, one reply per line on stdout, until "quit"
+    or the end of input. handlers: {cmd: function(request) -> reply}. Shared with peers.py."""
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -205,22 +196,24 @@ def main() -> int:
             cmd = req.get("cmd")
             if cmd == "quit":
                 return 0
-            if cmd == "hello":
-                import onnxruntime as ort
-                reply = {"ok": True, "onnxruntime": ort.__version__, "cores": os.cpu_count()}
-            elif cmd == "load":
-                reply = load(req, sessions)
-            elif cmd == "run":
-                reply = run(req, sessions)
-            elif cmd == "check":
-                reply = check(req)
-            else:
-                reply = {"ok": False, "error": f"unknown command {cmd!r}"}
+            handler = handlers.get(cmd)
+            reply = handler(req) if handler else {"ok": False, "error": f"unknown command {cmd!r}"}
         except Exception as e:  # noqa: BLE001 - every failure becomes one reply line
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}".replace("\n", " ")}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
     return 0
+
+
+def hello(req: dict) -> dict:
+    import onnxruntime as ort
+
+    return {"ok": True, "onnxruntime": ort.__version__, "cores": os.cpu_count()}
+
+
+def main() -> int:
+    sessions: list = []
+    return serve({"hello": hello, "load": lambda req: load(req, sessions), "run": lambda req: run(req, sessions), "check": check})
 
 
 if __name__ == "__main__":

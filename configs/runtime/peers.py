@@ -19,6 +19,7 @@ Peers (NAME: what runs, with the tool's defaults, as its own documentation shows
   ort-fusions         onnxscript.rewriter.ort_fusions.optimize_for_ort (onnxruntime's contrib ops)
   ort-transformers    onnxruntime.transformers.optimizer.optimize_model (model type gpt2;
                       ort-transformers:TYPE for another, e.g. ort-transformers:bert)
+  resaved             onnx.load then onnx.save: the input unchanged, a noise control (its speedup is noise)
   script:PATH         `python PATH SRC DST`: a user's own pipeline; exit 0 and DST written is success
 Models over 2 GB are saved with their weights in one external-data file beside DST.
 """
@@ -32,6 +33,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_runner import serve  # noqa: E402  (the JSON-lines loop both helpers share)
+
 os.environ.setdefault("ORT_LOGGING_LEVEL", "3")
 
 # The peer's name -> the module whose version it reports.
@@ -41,6 +45,7 @@ MODULES = {
     "onnxoptimizer": "onnxoptimizer",
     "ort-fusions": "onnxscript",
     "ort-transformers": "onnxruntime",
+    "resaved": "onnx",
 }
 TWO_GB = 2**31
 
@@ -100,6 +105,8 @@ def child(peer: str, src: str, dst: str) -> None:
         model = ir.load(src)
         ort_fusions.optimize_for_ort(model)
         save(ir.to_proto(model), dst)
+    elif base == "resaved":
+        save(onnx.load(src), dst)
     elif base == "ort-transformers":
         from onnxruntime.transformers import optimizer
 
@@ -156,30 +163,14 @@ def main() -> int:
     if len(sys.argv) == 5 and sys.argv[1] == "child":
         child(*sys.argv[2:])
         return 0
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-            cmd = req.get("cmd")
-            if cmd == "quit":
-                return 0
-            if cmd == "hello":
-                reply = {"ok": True, "peers": {p: version_of(p) for p in req.get("peers", list(MODULES))}}
-            elif cmd == "run":
-                reply = run(req)
-            elif cmd == "nodes":
-                import onnx
 
-                reply = {"ok": True, "nodes": len(onnx.load(req["path"], load_external_data=False).graph.node)}
-            else:
-                reply = {"ok": False, "error": f"unknown command {cmd!r}"}
-        except Exception as e:  # noqa: BLE001 - every failure becomes one reply line
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}".replace("\n", " ")}
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
-    return 0
+    def nodes(req: dict) -> dict:
+        import onnx
+
+        return {"ok": True, "nodes": len(onnx.load(req["path"], load_external_data=False).graph.node)}
+
+    return serve({"hello": lambda req: {"ok": True, "peers": {p: version_of(p) for p in req.get("peers", list(MODULES))}},
+                  "run": run, "nodes": nodes})
 
 
 if __name__ == "__main__":

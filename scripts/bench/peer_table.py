@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """rlflow against every peer tool on the decoders in tests/data: one `rlflow compare --json` per model.
 
-For each model, `rlflow compare MODEL --peers PEERS,script:<noise control> --json` runs the peer tools
+For each model, `rlflow compare MODEL --peers PEERS --json` runs the peer tools
 (onnxslim, onnxsim, onnxoptimizer, onnxscript's ort_fusions, onnxruntime's transformer optimizer) and
 rlflow at its defaults, checks every file against the input in onnxruntime at every binding of its
 symbolic dims, and times the right ones interleaved with the input (1 thread, thread CPU time) at
-prefill and at the short binding (a decode step, else sequence 1). The noise control is the input
-re-saved unchanged by onnx (`script:` peer): its speedup shows how far from 1.00x noise alone goes.
+prefill and at the short binding (a decode step, else sequence 1). The noise control is compare's
+"resaved" peer, the input loaded and saved by onnx: its speedup shows how far from 1.00x noise alone goes.
 The load average before and after each model is recorded beside it.
 
 Writes a markdown table (speedup over the input with its 95% CI, per tool and binding; "wrong" for a
@@ -22,17 +22,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "scripts" / "lib")]
 import rlflow_json  # noqa: E402
 
-PEERS = ["onnxslim", "onnxsim", "onnxoptimizer", "ort-fusions", "ort-transformers"]
-NOISE = """import sys, onnx
-onnx.save(onnx.load(sys.argv[1]), sys.argv[2])
-"""
+PEERS = ["onnxslim", "onnxsim", "onnxoptimizer", "ort-fusions", "ort-transformers", "resaved"]
 
 
 def load() -> str:
@@ -66,23 +62,20 @@ def main() -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     runs, failed = [], False
-    with tempfile.TemporaryDirectory() as tmp:
-        noise = Path(tmp) / "resaved.py"
-        noise.write_text(NOISE)
-        peers = a.peers + f",script:{noise}"
-        for m in models:
-            before = load()
-            print(f"[peer_table] {m} (load {before})", file=sys.stderr, flush=True)
-            r = rlflow_json.rlflow(a.bin, ["compare", m, "--peers", peers, "--rounds", str(a.rounds), "--max-seconds", str(a.max_seconds), "-q"],
-                                   timeout=3600)
-            runs.append({"model": m, "load_before": before, "load_after": load(), "wall_s": r["wall_s"],
-                         **({"report": r["doc"]} if r["ok"] else {"error": r["error"]})})
-            if not r["ok"]:
-                failed = True
-                continue
-            ours = next(t for t in r["doc"]["tools"] if t["name"] == "rlflow")
-            failed = failed or ours["status"] != "ok"
-    lines = ["| model | binding | input ms | " + " | ".join(p if not p.startswith("script:") else "re-saved (noise)" for p in peers.split(",")) +
+    peers = a.peers
+    for m in models:
+        before = load()
+        print(f"[peer_table] {m} (load {before})", file=sys.stderr, flush=True)
+        r = rlflow_json.rlflow(a.bin, ["compare", m, "--peers", peers, "--rounds", str(a.rounds), "--max-seconds", str(a.max_seconds), "-q"],
+                               timeout=3600)
+        runs.append({"model": m, "load_before": before, "load_after": load(), "wall_s": r["wall_s"],
+                     **({"report": r["doc"]} if r["ok"] else {"error": r["error"]})})
+        if not r["ok"]:
+            failed = True
+            continue
+        ours = next(t for t in r["doc"]["tools"] if t["name"] == "rlflow")
+        failed = failed or ours["status"] != "ok"
+    lines = ["| model | binding | input ms | " + " | ".join(p if p != "resaved" else "resaved (noise control)" for p in peers.split(",")) +
              " | rlflow | rlflow / fastest peer | load |",
              "|---|---|---|" + "---|" * (len(peers.split(",")) + 3)]
     for run in runs:

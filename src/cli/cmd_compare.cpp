@@ -47,7 +47,7 @@ void declare_compare(CLI::App& app, GlobalOptions& g, Subcommands& out) {
   c->add_option("model", o->model, "ONNX model")->required();
   c->add_option("--peers", *peers,
                 "Comma list: onnxslim, onnxsim, onnxoptimizer, ort-fusions, ort-transformers (model type gpt2; ort-transformers:TYPE "
-                "for another), script:PATH (`python PATH IN OUT`, a pipeline of your own); a peer not installed is listed as such")
+                "for another), resaved (the input loaded and saved by onnx: a noise control, never the fastest peer), script:PATH (`python PATH IN OUT`, a pipeline of your own); a peer not installed is listed as such")
       ->capture_default_str();
   c->add_option("--timeout", o->timeout_s, "Seconds each peer tool may take")->check(kPositive)->capture_default_str();
   c->add_option("--threads", o->threads, "onnxruntime intra-op threads of the timing (0: every core; 1 is timed in thread CPU time)")

@@ -22,7 +22,8 @@
 
 namespace rlflow::pipeline {
 
-// The peers compared when none are named, in the table's order.
+// The peers compared when none are named, in the table's order; the last, "resaved" (the input
+// loaded and saved by onnx, unchanged), is a noise control: never the fastest peer.
 const std::vector<std::string>& default_peers();
 
 struct ComparePeersOptions {
