@@ -359,9 +359,13 @@ TEST(Attention, TheEagerChainsFuseOnlyAtOpset23) {
   EXPECT_EQ(off.count("attention"), 0);
   CompositeStats st;
   const Graph fused = recognise_composites(up, &st);
-  EXPECT_EQ(st.count("attention"), 4);
-  EXPECT_EQ(count_kind(fused, OpKind::kAttention), 4u);
-  EXPECT_EQ(count_kind(fused, OpKind::kSoftmax), 0u);
+  // The chain over an additive float mask input stays a chain: a row the caller masks wholly with
+  // -inf is NaN there and not in Attention (AMaskThatCanHoldMinusInfinityIsNotFused...).
+  EXPECT_EQ(st.count("attention"), 3);
+  EXPECT_EQ(count_kind(fused, OpKind::kAttention), 3u);
+  EXPECT_EQ(count_kind(fused, OpKind::kSoftmax), 1u);
+  ASSERT_EQ(st.rejections.size(), 1u);
+  EXPECT_NE(st.rejections[0].why.find("may hold -inf"), std::string::npos) << st.rejections[0].why;
   int causal = 0, masked = 0, gqa = 0, flat = 0;
   for (const auto& n : fused.nodes()) {
     if (n.kind != OpKind::kAttention) continue;
@@ -375,7 +379,7 @@ TEST(Attention, TheEagerChainsFuseOnlyAtOpset23) {
     if (fused.type(n.inputs[0]).shape[1] == 1) ++flat;
   }
   EXPECT_EQ(causal, 2);
-  EXPECT_EQ(masked, 1);
+  EXPECT_EQ(masked, 0);
   EXPECT_EQ(gqa, 1);
   EXPECT_EQ(flat, 1);
   EXPECT_TRUE(validate(fused).ok());
@@ -384,8 +388,8 @@ TEST(Attention, TheEagerChainsFuseOnlyAtOpset23) {
   auto m = export_checked(fused);
   const auto p = parse(m.model_bytes);
   const auto ops = op_types(p);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Attention"), 4);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Attention"), 3);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 1);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 0);
   expect_checker_passes(p);
   rlflow::testing::expect_same_numbers(*g, reimport(m.model_bytes), 1e-5, 1e-4);
@@ -414,4 +418,73 @@ TEST(Attention, AChainWithAnEscapingInteriorValueIsNotFused) {
   for (const auto& n : fused.nodes())
     if (n.kind == OpKind::kAttention) EXPECT_EQ(std::get<AttentionParams>(n.params).scale, 1.0);  // no scale in the chain
   rlflow::testing::expect_same_numbers(plain, fused, 1e-6, 1e-5);
+}
+
+namespace {
+
+// MatMul(Softmax(MatMul(q, k^T) + mask), v) over a mask of (1, 1, 3, 3), made by `make_mask`.
+Graph masked_chain(const std::function<ValueRef(GraphBuilder&)>& make_mask) {
+  GraphBuilder b(meta_at(23));
+  auto q = b.input("q", {DType::kFloat32, {1, 2, 3, E}});
+  auto k = b.input("k", {DType::kFloat32, {1, 2, 3, E}});
+  auto v = b.input("v", {DType::kFloat32, {1, 2, 3, Ev}});
+  auto kt = b.op(OpKind::kTranspose, {k}, TransposeParams{{0, 1, 3, 2}});
+  auto scores = b.op(OpKind::kAdd, {b.op(OpKind::kMatMul, {q, kt}), make_mask(b)});
+  auto probs = b.op(OpKind::kSoftmax, {scores}, AxisParams{3});
+  b.output(b.op(OpKind::kMatMul, {probs, v}), "y");
+  return std::move(b).build();
+}
+
+}  // namespace
+
+// A row the mask hides wholly with -inf is NaN through the chain and not through Attention (zeros in
+// onnxruntime's kernel, the mean of V once the mask is floored): a mask that can hold -inf (an
+// additive float input or one computed from it, a constant with -inf) stays a chain. A mask cast
+// from bool and scaled by a finite fill is fused, floored at -1e30 (torch's finfo.min fill would make
+// onnxruntime's kernel write zeros for such a row).
+TEST(Attention, AMaskThatCanHoldMinusInfinityIsNotFusedAndAFiniteOneIsFloored) {
+  const Shape ms{1, 1, 3, 3};
+  const Graph input_mask = masked_chain([&](GraphBuilder& b) { return b.input("mask", {DType::kFloat32, ms}); });
+  CompositeStats a;
+  recognise_composites(input_mask, &a);
+  EXPECT_EQ(a.count("attention"), 0);
+  ASSERT_FALSE(a.rejections.empty());
+  EXPECT_NE(a.rejections.back().why.find("may hold -inf"), std::string::npos) << a.rejections.back().why;
+
+  // A float mask scaled from a float input still can: (1 - m) * finfo.min is -inf for m < 0.
+  const Graph scaled_input = masked_chain([&](GraphBuilder& b) {
+    auto m = b.input("mask", {DType::kFloat32, ms});
+    auto one = b.weight("one", Tensor::from_doubles(DType::kFloat32, {}, {1.0}));
+    auto fill = b.weight("fill", Tensor::from_doubles(DType::kFloat32, {}, {-3.4028234663852886e38}));
+    return b.op(OpKind::kMul, {b.op(OpKind::kSub, {one, m}), fill});
+  });
+  CompositeStats si;
+  recognise_composites(scaled_input, &si);
+  EXPECT_EQ(si.count("attention"), 0);
+
+  // From a bool input, as torch writes a padding mask: finite, fused, floored.
+  const Graph from_bool = masked_chain([&](GraphBuilder& b) {
+    auto m = b.input("keep", {DType::kBool, ms});
+    auto one = b.weight("one", Tensor::from_doubles(DType::kFloat32, {}, {1.0}));
+    auto fill = b.weight("fill", Tensor::from_doubles(DType::kFloat32, {}, {-3.4028234663852886e38}));
+    auto mf = b.op(OpKind::kCast, {m}, CastParams{DType::kFloat32});
+    return b.op(OpKind::kMul, {b.op(OpKind::kSub, {one, mf}), fill});
+  });
+  CompositeStats s;
+  const Graph fused = recognise_composites(from_bool, &s);
+  EXPECT_EQ(s.count("attention"), 1);
+  int floors = 0;
+  for (const auto& n : fused.nodes())
+    if (n.kind == OpKind::kOpaque && std::get<OpaqueParams>(n.params).op_type == "Max") ++floors;
+  EXPECT_EQ(floors, 1) << "the float mask is floored at -1e30 before Attention";
+  rlflow::testing::expect_same_numbers(from_bool, fused, 1e-6, 1e-5);
+
+  const Graph infinite_constant = masked_chain([&](GraphBuilder& b) {
+    std::vector<double> m(9, 0.0);
+    m[1] = -std::numeric_limits<double>::infinity();
+    return b.weight("mask", Tensor::from_doubles(DType::kFloat32, ms, m));
+  });
+  CompositeStats c;
+  recognise_composites(infinite_constant, &c);
+  EXPECT_EQ(c.count("attention"), 0);
 }

@@ -211,6 +211,11 @@ class AttentionMatcher {
       else plan.mask = add_mask;
     }
     if (nan_guard && !finite_mask(plan)) return no("a NaN guard over a mask that is not provably finite");
+    // Unguarded, a row the mask hides wholly with -inf is NaN in the chain, and zeros in
+    // onnxruntime's Attention (or the mean of V once floored): a mask that can hold -inf stays a chain.
+    if (!nan_guard && plan.mask && may_be_infinite(*plan.mask, 0))
+      return no("the mask may hold -inf (a float input, an infinite constant or what is computed from one): a wholly masked row "
+                "is NaN in the chain and not in Attention");
     // Types and shapes: Q (.., S, E), K (.., L, E), V (.., L, Ev), the batch dims equal.
     const TensorType& qt = m_.graph().type(plan.q);
     const TensorType& vt = m_.graph().type(plan.v);
@@ -265,6 +270,57 @@ class AttentionMatcher {
     nodes->insert(nodes->end(), {p->node, cond.node});
     *p = s;
     return true;
+  }
+
+  // Whether a float value may hold an infinity: a float graph input (an additive mask the caller
+  // fills), a constant holding one, a division, an op not listed here, or a value-moving or
+  // elementwise op listed below over such a value. A Cast from an integer or bool type is finite.
+  // Arithmetic over finite values counts as finite, though it can overflow (2 * finfo.min): from a
+  // finite-derived mask, a 0/1 pattern times a finite fill, it does not.
+  bool may_be_infinite(ValueRef v, int depth) const {
+    if (depth > 32) return true;
+    const Node& n = node(v);
+    const auto& g = m_.graph();
+    auto any_input = [&](std::initializer_list<size_t> slots) {
+      for (size_t k : slots)
+        if (k < n.inputs.size() && may_be_infinite(n.inputs[k], depth + 1)) return true;
+      return false;
+    };
+    auto every_input = [&] {
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (may_be_infinite(n.inputs[k], depth + 1)) return true;
+      return false;
+    };
+    switch (n.kind) {
+      case OpKind::kInput:
+        return is_float(g.type(v).dtype);
+      case OpKind::kWeight: {
+        if (!n.value) return true;
+        const auto x = n.value->as_double();
+        return std::any_of(x.begin(), x.end(), [](double e) { return std::isinf(e); });
+      }
+      case OpKind::kCast:
+        return is_float(g.type(n.inputs[0]).dtype) && any_input({0});
+      case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kScalarMul:
+        return any_input({0, 1});
+      case OpKind::kUnsqueeze: case OpKind::kSqueeze: case OpKind::kReshape: case OpKind::kTranspose: case OpKind::kSlice:
+      case OpKind::kGather: case OpKind::kFlatten:
+        return any_input({0});
+      case OpKind::kConcat:
+        return every_input();
+      case OpKind::kOpaque: {
+        const auto& op = std::get<OpaqueParams>(n.params).op_type;
+        if (op == "Where") return any_input({1, 2});
+        if (op == "Cast") return n.inputs.empty() || (is_float(g.type(n.inputs[0]).dtype) && any_input({0}));
+        if (op == "Expand" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Slice" || op == "Transpose" ||
+            op == "Gather" || op == "GatherND" || op == "GatherElements" || op == "Identity" || op == "Tile")
+          return any_input({0});
+        if (op == "Add" || op == "Sub" || op == "Mul" || op == "Neg" || op == "Min" || op == "Max") return every_input();
+        return true;
+      }
+      default:
+        return true;
+    }
   }
 
   // Whether a float mask's values are all above kMaskFloor, provably: a constant, or a Where of
