@@ -346,12 +346,6 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
       auto v = verify(tmp, *w, /*is_input=*/false, entry.why);
       if (!v) return v.error();
       if ((verdict = *v) != Verdict::kWritten) return refused();
-      // The runtime the file is measured on runs it as the input's twin, or it is not written.
-      if (measurer_ && o_.target == "ort") {
-        auto vo = verify_in_ort(tmp, entry.why);
-        if (!vo) return vo.error();
-        if ((verdict = *vo) != Verdict::kWritten) return refused();
-      }
     }
     RLFLOW_TRY_STATUS(price(*w));
     if (memo_) {
@@ -365,6 +359,13 @@ Expected<Verdict> Judge::try_candidate(const Candidate& c) {
       }
     }
     if (!measurer_) return {};
+    // The runtime the file is measured on runs it as the input's twin, or it is not written
+    // (after the cheap checks: a candidate priced at no gain never starts onnxruntime).
+    if (o_.verify && o_.target == "ort") {
+      auto vo = verify_in_ort(tmp, entry.why);
+      if (!vo) return vo.error();
+      if ((verdict = *vo) != Verdict::kWritten) return refused();
+    }
     auto v = measure(tmp, c, entry);
     if (!v) return v.error();
     if ((verdict = *v) != Verdict::kWritten) {
