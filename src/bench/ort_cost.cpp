@@ -23,9 +23,8 @@ int64_t single_op_opset(ir::OpKind k) {
   switch (k) {
     case ir::OpKind::kGelu: return ir::kGeluOpset;
     case ir::OpKind::kRMSNorm: return ir::kRMSNormOpset;
-    case ir::OpKind::kRotaryEmbedding: return ir::kRotaryEmbeddingOpset;
     case ir::OpKind::kAttention: return ir::kAttentionOpset;
-    default: return ir::kLayerNormOpset;
+    default: return std::max<int64_t>(ir::kLayerNormOpset, ir::op_info(k).since);  // a plain op: from its row
   }
 }
 

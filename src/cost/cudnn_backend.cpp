@@ -256,10 +256,15 @@ Expected<gpu::OpDesc> to_desc(const OpSignature& s, std::string label) {
     case OpKind::kWeight:
     case OpKind::kOpaque:
       return Error::internal(d.label + ": " + std::string(ir::op_name(s.kind)) + " has no kernel");
-    default:  // plain ops (ir::OpInfo::plain): the runner has no kernel for them, as for opaque ones
+    default:  // the other plain ops (ir::OpInfo::plain, no_gpu_kernel): no kernel, as for opaque ones
       return Error::unsupported(d.label + ": " + std::string(ir::op_name(s.kind)) + " has no GPU kernel");
   }
   return d;
+}
+
+// Opaque ops, and the plain ops (ir::OpInfo::plain) but those to_desc times all the same.
+bool no_gpu_kernel(ir::OpKind k) {
+  return k == ir::OpKind::kOpaque || (ir::op_info(k).plain && k != ir::OpKind::kRotaryEmbedding);
 }
 
 gpu::RuntimeOptions runtime_options(const GpuOptions& o) {
@@ -276,7 +281,7 @@ class CudnnCostModel : public CostModel {
  public:
   explicit CudnnCostModel(std::unique_ptr<gpu::Runtime> rt) : rt_(std::move(rt)) {}
   Expected<double> op_cost(const OpSignature& sig) override {
-    if (sig.kind == ir::OpKind::kOpaque || ir::op_info(sig.kind).plain) return kOpaqueCostMs;  // no kernel to time
+    if (no_gpu_kernel(sig.kind)) return kOpaqueCostMs;  // no kernel to time
     if (sig.kind == ir::OpKind::kInput || sig.kind == ir::OpKind::kWeight) return 0.0;
     auto d = to_desc(sig, std::string(ir::op_name(sig.kind)));
     if (!d) return d.error();
@@ -377,7 +382,7 @@ Expected<std::unique_ptr<GpuGraphSession>> prepare_graph_gpu(const ir::Graph& fi
     }
     // Folded values exist before the graph runs, like weights; opaque ops cannot run here, so
     // their outputs are treated as given data too (and counted).
-    const bool no_kernel = n.kind == ir::OpKind::kOpaque || ir::op_info(n.kind).plain;
+    const bool no_kernel = no_gpu_kernel(n.kind);
     const bool given = n.kind == ir::OpKind::kInput || n.kind == ir::OpKind::kWeight || no_kernel || constant[i];
     if (no_kernel) ++skipped;
     if (n.kind == ir::OpKind::kAttention && !constant[i])

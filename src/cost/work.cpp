@@ -1,5 +1,6 @@
 // FLOPs and bytes of one op, from its signature alone.
 #include "rlflow/cost/analytic.h"
+#include "rlflow/ir/op_def.h"
 #include "rlflow/ir/summary.h"
 
 namespace rlflow::cost {
@@ -42,6 +43,7 @@ OpWork op_work(const OpSignature& s) {
   w.flops = signature_flops(s);
   w.bytes = total_bytes(s.inputs) + total_bytes(s.outputs);
   w.half = !s.outputs.empty() && ir::is_half(s.outputs[0].dtype);
+  if (const ir::OpDef* def = ir::op_info(s.kind).def; def && def->bytes && !s.outputs.empty()) w.bytes = def->bytes(s.inputs, s.outputs);  // its record's
   switch (ir::op_info(s.kind).cost) {
     case CostClass::kConv:
       // A fused activation is applied to the accumulator before the store: no extra memory pass.
@@ -66,13 +68,7 @@ OpWork op_work(const OpSignature& s) {
       w.bytes = 0;
       break;
     case CostClass::kFill: w.bytes = total_bytes(s.outputs); break;
-    case CostClass::kVector:
-      // RotaryEmbedding with position_ids reads only the cache rows it gathers, not the whole cache.
-      if (s.kind == ir::OpKind::kRotaryEmbedding && s.inputs.size() == 4)
-        w.bytes = bytes_of(s.inputs[0]) + bytes_of(s.inputs[3]) + total_bytes(s.outputs) +
-                  2.0 * static_cast<double>(s.inputs[3].numel() * s.inputs[1].shape.back()) *
-                      static_cast<double>(ir::dtype_size(s.inputs[1].dtype));
-      break;
+    case CostClass::kVector: break;
     case CostClass::kFree:    // priced 0 by the cost models before they get here
     case CostClass::kOpaque:  // priced by a fixed guess, likewise
       break;

@@ -346,10 +346,11 @@ Expected<std::vector<at::Tensor>> run_op(const ir::Node& n, const std::vector<at
       if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op table's kernel for the op's ONNX type
         ir::Node as_onnx = n;
         ir::OpaqueParams p;
+        p.domain = std::string(info.onnx_domain);
         p.op_type = std::string(info.onnx_type);
         p.since_version = info.since;
-        for (size_t k = 0; k < n.inputs.size(); ++k) p.input_slots.push_back(static_cast<int64_t>(k));
-        p.output_slots = {0};
+        for (size_t k = 0; k < n.inputs.size(); ++k) p.input_slots.push_back(static_cast<int64_t>(k));  // optional ones trail
+        for (size_t k = 0; k < n.outputs.size(); ++k) p.output_slots.push_back(static_cast<int64_t>(k));
         p.attrs = std::make_shared<const ir::Attributes>(ir::plain_attributes(n.params));
         as_onnx.params = std::move(p);
         return run_onnx_op(as_onnx, in);

@@ -39,7 +39,7 @@ Expected<Graph> fold_constants(const Graph& g, const Evaluator& eval) {
     for (size_t i = 0; i < g.size(); ++i) {
       const auto& n = g.node(static_cast<NodeId>(i));
       constant[i] = false;
-      if (kept[i] || n.kind == OpKind::kInput || (n.kind == OpKind::kOpaque && (!eval.can_evaluate(n) || is_quantization_op(n)))) continue;
+      if (kept[i] || n.kind == OpKind::kInput || is_quantization_op(n) || (n.kind == OpKind::kOpaque && !eval.can_evaluate(n))) continue;
       bool all = true;
       size_t in_bytes = 0;
       for (const auto& in : n.inputs) {

@@ -38,7 +38,8 @@ std::vector<bool> constant_nodes(const Graph& g) {
   std::vector<bool> c(g.size(), false);
   for (size_t i = 0; i < g.size(); ++i) {
     const auto& n = g.node(static_cast<NodeId>(i));
-    if (n.kind == OpKind::kInput || n.kind == OpKind::kOpaque) continue;
+    // A quantization op is what a runtime builds its integer kernels from: never a constant to fold.
+    if (n.kind == OpKind::kInput || n.kind == OpKind::kOpaque || is_quantization_op(n)) continue;
     bool all = true;
     for (const auto& in : n.inputs) all = all && c[static_cast<size_t>(in.node)];
     c[i] = all;
@@ -58,7 +59,11 @@ bool is_quantization_op(std::string_view domain, std::string_view op_type) {
 }
 
 bool is_quantization_op(const Node& n) {
-  const auto* p = n.kind == OpKind::kOpaque ? std::get_if<OpaqueParams>(&n.params) : nullptr;
+  if (n.kind != OpKind::kOpaque) {  // a modelled one (DequantizeLinear) by the ONNX op its row names
+    const OpInfo& info = op_info(n.kind);
+    return !info.onnx_type.empty() && is_quantization_op(info.onnx_domain, info.onnx_type);
+  }
+  const auto* p = std::get_if<OpaqueParams>(&n.params);
   return p && is_quantization_op(p->domain, p->op_type);
 }
 

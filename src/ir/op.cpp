@@ -1,4 +1,5 @@
 #include "rlflow/ir/op.h"
+#include "rlflow/ir/op_def.h"
 
 #include <array>
 #include <sstream>
@@ -8,6 +9,10 @@
 #include "rlflow/util/hash.h"
 
 namespace rlflow::ir {
+
+// The records (src/ir/ops/), one line each beside its row below.
+extern const OpDef kDequantizeLinearDef;
+extern const OpDef kRotaryEmbeddingDef;
 
 namespace {
 
@@ -27,6 +32,9 @@ constexpr uint8_t params_index() {
 // A plain op (OpInfo::plain): the row is all it needs.
 #define RLFLOW_PLAIN_OP(kind, form, cost, since, ...) \
   OpInfo { OpKind::k##kind, #kind, #kind, "", OpForm::form, CostClass::cost, true, since, params_index<__VA_ARGS__>() }
+// A plain op with a record (ir/op_def.h): `def` is its OpDef, defined in src/ir/ops/.
+#define RLFLOW_RECORD_OP(kind, domain, form, cost, since, def, ...) \
+  OpInfo { OpKind::k##kind, #kind, #kind, domain, OpForm::form, CostClass::cost, true, since, params_index<__VA_ARGS__>(), &def }
 constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Input, "", kSource, kFree),
     RLFLOW_OP(Weight, "", kSource, kFree),
@@ -71,15 +79,17 @@ constexpr std::array<OpInfo, kNumOpKinds> kOps = {{
     RLFLOW_OP(Opaque, "", kOther, kOpaque, OpaqueParams),
     // After Opaque: kinds are numbered in cost signatures (recorded cost tables), so new ones go last.
     RLFLOW_OP(RMSNorm, "RMSNormalization", kOther, kVector, NormParams),  // ONNX opset 23
-    RLFLOW_OP(RotaryEmbedding, "RotaryEmbedding", kOther, kVector, RotaryParams),  // ONNX opset 23
+    RLFLOW_RECORD_OP(RotaryEmbedding, "", kOther, kVector, 23, kRotaryEmbeddingDef, RotaryParams),  // ONNX opset 23
     // Priced as its two GEMMs, reading Q, K, V (and the mask) and writing the output once: a fused
     // kernel keeps the (S, L) scores out of memory.
     RLFLOW_OP(Attention, "Attention", kOther, kMatMul, AttentionParams),  // ONNX opset 23
     RLFLOW_PLAIN_OP(Exp, kElementwiseUnary, kSpecial, 1),
     RLFLOW_PLAIN_OP(LeakyRelu, kElementwiseUnary, kVector, 6, LeakyReluParams),
+    RLFLOW_RECORD_OP(DequantizeLinear, "", kOther, kVector, 10, kDequantizeLinearDef, DequantizeParams),
 }};
 #undef RLFLOW_OP
 #undef RLFLOW_PLAIN_OP
+#undef RLFLOW_RECORD_OP
 
 constexpr bool one_row_per_kind_in_order() {
   for (size_t i = 0; i < kOps.size(); ++i)
@@ -103,6 +113,13 @@ std::optional<OpKind> op_from_name(std::string_view name) {
   for (const auto& op : kOps)
     if (op.name == name) return op.kind;
   return std::nullopt;
+}
+
+Arity plain_arity(OpKind k) {
+  const OpInfo& info = op_info(k);
+  if (info.def) return {info.def->min_inputs, info.def->max_inputs};
+  const int n = info.form == OpForm::kElementwiseBinary ? 2 : info.form == OpForm::kSource ? 0 : 1;
+  return {n, n};
 }
 
 bool is_elementwise_binary(OpKind k) { return op_info(k).form == OpForm::kElementwiseBinary; }
@@ -165,6 +182,9 @@ void hash_params(Hasher& h, const OpParams& params) {
       params);
 }
 
+// The log form. Recorded cost tables store it beside each signature's hash (cost/recorded.cpp
+// checks it), so the structs whose form differs from their `describe` keep a branch of their own;
+// every other struct, and every new one, prints its fields as described.
 std::string params_str(const OpParams& params) {
   std::ostringstream os;
   std::visit(
@@ -178,45 +198,15 @@ std::string params_str(const OpParams& params) {
           os << "kernel=" << join(p.kernel) << " strides=" << join(p.strides) << " pads=" << join(p.pads);
         } else if constexpr (std::is_same_v<P, GemmParams>) {
           os << "alpha=" << p.alpha << " beta=" << p.beta << " transA=" << p.trans_a << " transB=" << p.trans_b;
-        } else if constexpr (std::is_same_v<P, AxisParams>) {
-          os << "axis=" << p.axis;
-        } else if constexpr (std::is_same_v<P, AxesParams>) {
-          os << "axes=" << join(p.axes) << " keepdims=" << p.keepdims;
-        } else if constexpr (std::is_same_v<P, SplitParams>) {
-          os << "axis=" << p.axis << " sizes=" << join(p.sizes);
-        } else if constexpr (std::is_same_v<P, TransposeParams>) {
-          os << "perm=" << join(p.perm);
-        } else if constexpr (std::is_same_v<P, ReshapeParams>) {
-          os << "shape=" << join(p.shape);
-        } else if constexpr (std::is_same_v<P, PadParams>) {
-          os << "pads=" << join(p.pads) << " mode=" << static_cast<int>(p.mode) << " value=" << p.value;
-        } else if constexpr (std::is_same_v<P, SliceParams>) {
-          os << "starts=" << join(p.starts) << " ends=" << join(p.ends) << " axes=" << join(p.axes)
-             << " steps=" << join(p.steps);
-        } else if constexpr (std::is_same_v<P, NormParams>) {
-          os << "axis=" << p.axis << " epsilon=" << p.epsilon;
-        } else if constexpr (std::is_same_v<P, ClipParams>) {
-          os << "min=" << p.min << " max=" << p.max;
-        } else if constexpr (std::is_same_v<P, EnlargeParams>) {
-          os << "kernel=" << join(p.kernel);
-        } else if constexpr (std::is_same_v<P, ScalarParams>) {
-          os << "value=" << p.value;
         } else if constexpr (std::is_same_v<P, CastParams>) {
           os << "to=" << dtype_name(p.to);
         } else if constexpr (std::is_same_v<P, GeluParams>) {
           os << "approximate=" << (p.tanh ? "tanh" : "none");
-        } else if constexpr (std::is_same_v<P, HardSigmoidParams>) {
-          os << "alpha=" << p.alpha << " beta=" << p.beta;
-        } else if constexpr (std::is_same_v<P, RotaryParams>) {
-          os << "interleaved=" << p.interleaved << " num_heads=" << p.num_heads << " rotary_embedding_dim=" << p.rotary_embedding_dim;
-        } else if constexpr (std::is_same_v<P, AttentionParams>) {
-          os << "is_causal=" << p.is_causal << " scale=" << p.scale << " q_num_heads=" << p.q_num_heads
-             << " kv_num_heads=" << p.kv_num_heads;
         } else if constexpr (std::is_same_v<P, ConstantParams>) {
           os << "fill=" << static_cast<int>(p.fill) << " shape=" << join(p.shape) << " value=" << p.value;
         } else if constexpr (std::is_same_v<P, OpaqueParams>) {
           os << (p.domain.empty() ? "" : p.domain + ".") << p.op_type;
-        } else {  // every struct since (plain ops): its fields as described, "alpha=0.1"
+        } else {  // the rest: its fields as described, "alpha=0.1"
           const char* sep = "";
           for_each_field(p, [&](std::string_view name, const auto& v) {
             using T = std::decay_t<decltype(v)>;

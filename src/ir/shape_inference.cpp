@@ -1,4 +1,5 @@
 #include "rlflow/ir/shape_inference.h"
+#include "rlflow/ir/op_def.h"
 
 #include <algorithm>
 #include <limits>
@@ -198,6 +199,7 @@ Expected<int64_t> normalize_axis(int64_t axis, int64_t rank) {
 }
 
 int num_outputs(OpKind kind, const OpParams& params) {
+  if (const OpDef* def = op_info(kind).def) return def->outputs;
   if (kind == OpKind::kSplit) return static_cast<int>(std::get<SplitParams>(params).sizes.size());
   return 1;
 }
@@ -209,9 +211,14 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
   };
   auto get = [&](auto tag) -> const decltype(tag)* { return std::get_if<decltype(tag)>(&params); };
   if (is_elementwise_binary(k)) return infer_binary(k, in);
-  if (op_info(k).plain && op_info(k).form == OpForm::kElementwiseUnary) {  // the row says it all
-    RLFLOW_TRY_STATUS(need(1));
-    return one(in[0]);
+  if (const OpInfo& info = op_info(k); info.plain) {  // the row and the op's record say it all
+    const Arity a = plain_arity(k);
+    if (in.size() < static_cast<size_t>(a.min) || in.size() > static_cast<size_t>(a.max))
+      return fail(k, "expects " + (a.min == a.max ? std::to_string(a.min) : std::to_string(a.min) + " to " + std::to_string(a.max)) +
+                         " inputs, got " + std::to_string(in.size()));
+    if (params.index() != info.params) return fail(k, "missing parameters");
+    if (info.def && info.def->infer) return info.def->infer(params, in);
+    if (info.form == OpForm::kElementwiseUnary) return one(in[0]);
   }
   switch (k) {
     case OpKind::kInput:
@@ -283,35 +290,6 @@ Expected<std::vector<TensorType>> infer_types(OpKind k, const OpParams& params, 
       auto b = broadcast_shapes(in[1].shape, norm);
       if (!b || *b != norm) return fail(k, "scale does not match the normalised shape");
       return one(in[0]);
-    }
-    case OpKind::kRotaryEmbedding: {
-      auto* p = get(RotaryParams{});
-      if (!p) return fail(k, "missing parameters");
-      if (in.size() != 3 && in.size() != 4) return fail(k, "expects 3 or 4 inputs (X, cos_cache, sin_cache[, position_ids])");
-      const TensorType& x = in[0];
-      int64_t batch = 0, seq = 0, head = 0;
-      if (x.rank() == 4) {  // (B, H, S, D)
-        if (p->num_heads != 0 && p->num_heads != x.shape[1]) return fail(k, "num_heads differs from X's dim 1");
-        batch = x.shape[0], seq = x.shape[2], head = x.shape[3];
-      } else if (x.rank() == 3) {  // (B, S, H*D)
-        if (p->num_heads <= 0 || x.shape[2] % p->num_heads != 0) return fail(k, "a 3-D X needs num_heads dividing its last dim");
-        batch = x.shape[0], seq = x.shape[1], head = x.shape[2] / p->num_heads;
-      } else {
-        return fail(k, "X must be 3-D or 4-D");
-      }
-      const int64_t rot = p->rotary_embedding_dim == 0 ? head : p->rotary_embedding_dim;
-      if (rot <= 0 || rot % 2 != 0 || rot > head) return fail(k, "rotary_embedding_dim must be even and at most the head size");
-      for (size_t c = 1; c < 3; ++c) {
-        const TensorType& t = in[c];
-        if (t.dtype != x.dtype) return fail(k, "the caches must have X's type");
-        const bool ok = in.size() == 4 ? t.rank() == 2 && t.shape[1] == rot / 2
-                                       : t.rank() == 3 && t.shape == Shape{batch, seq, rot / 2};
-        if (!ok) return fail(k, in.size() == 4 ? "with position_ids a cache is (max_position, rotary_embedding_dim / 2)"
-                                               : "a cache is (B, S, rotary_embedding_dim / 2)");
-      }
-      if (in.size() == 4 && (in[3].dtype != DType::kInt64 || in[3].shape != Shape{batch, seq}))
-        return fail(k, "position_ids must be int64 of shape (B, S)");
-      return one(x);
     }
     case OpKind::kAttention: {
       auto* p = get(AttentionParams{});

@@ -1,4 +1,5 @@
 #include "rlflow/ir/summary.h"
+#include "rlflow/ir/op_def.h"
 
 #include <algorithm>
 
@@ -14,6 +15,7 @@ std::string op_display_name(const Node& n) {
 double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorType>& inputs,
                 const std::vector<TensorType>& outputs) {
   if (kind == OpKind::kInput || kind == OpKind::kWeight || outputs.empty()) return 0;
+  if (const OpDef* def = op_info(kind).def; def && def->flops) return def->flops(params, inputs, outputs);  // its record's
   const double out = static_cast<double>(outputs[0].numel());
   switch (kind) {
     case OpKind::kConv: {
@@ -51,8 +53,6 @@ double op_flops(OpKind kind, const OpParams& params, const std::vector<TensorTyp
       return 3.0 * out;
     case OpKind::kRMSNorm:  // square, sum, scale by 1/rms, scale by the weight
       return 4.0 * out;
-    case OpKind::kRotaryEmbedding:  // two multiplies and an add per rotated element
-      return 3.0 * out;
     case OpKind::kAttention: {  // the two GEMMs, Q K^T and P V: 2 * L * (|Q| + |Y|) in both layouts
       if (inputs.size() < 3 || inputs[1].rank() < 3) return 0;
       const double len = static_cast<double>(inputs[1].shape[inputs[1].rank() == 4 ? 2 : 1]);

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "proto_io.h"
+#include "rlflow/ir/op_def.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/util/file_io.h"
 
@@ -240,11 +241,25 @@ Status Exporter::emit(NodeId id) {
     set_float(c, "epsilon", p.epsilon);
     return {};
   };
-  if (const auto& info = ir::op_info(n.kind); info.plain) {  // the ONNX op of the same name, its fields as attributes
-    if (opset_ < info.since)
-      return Error::unsupported(std::string(info.onnx_type) + " needs opset " + std::to_string(info.since) + ", the output is opset " +
-                                std::to_string(opset_));
+  if (const auto& info = ir::op_info(n.kind); info.plain && !(info.def && info.def->lowered_below_since && opset_ < info.since)) {
+    // the ONNX op of the same name, its fields as attributes (below `since`, a lowering: the switch)
+    const std::string domain(info.onnx_domain);
+    int64_t opset = domain.empty() ? opset_ : 0;
+    if (!domain.empty()) {  // another domain: its opset import, added at the op's first opset where the model has none
+      for (const auto& o : m_->opset_import())
+        if (o.domain() == domain) opset = o.version();
+      if (opset == 0) {
+        auto* o = m_->add_opset_import();
+        o->set_domain(domain);
+        o->set_version(opset = info.since);
+      }
+    }
+    if (opset < info.since || (info.def && info.def->until && opset > info.def->until))
+      return Error::unsupported(std::string(info.onnx_type) + " is modelled at opsets " + std::to_string(info.since) +
+                                (info.def && info.def->until ? " to " + std::to_string(info.def->until) : " on") +
+                                ", the output is opset " + std::to_string(opset));
     auto* c = plain(std::string(info.onnx_type));
+    if (!domain.empty()) c->set_domain(domain);
     // Each field as its attribute, where it differs from the struct's default (ONNX's default for
     // that attribute): a default that float32 cannot hold (0.01) then reimports as it was.
     const ir::Attributes attrs = ir::plain_attributes(n.params), defaults = ir::plain_attributes(ir::default_params(n.kind));
@@ -494,15 +509,8 @@ Status Exporter::emit(NodeId id) {
       add_node("MatMul", anon, {probs, v}, {out});
       return {};
     }
-    case OpKind::kRotaryEmbedding: {
+    case OpKind::kRotaryEmbedding: {  // from opset 23 a plain op (its record, src/ir/ops/rotary.cpp)
       const auto& p = std::get<ir::RotaryParams>(n.params);
-      if (opset_ >= 23) {
-        auto* c = plain("RotaryEmbedding");
-        if (p.interleaved) set_int(c, "interleaved", 1);
-        if (p.num_heads != 0) set_int(c, "num_heads", p.num_heads);
-        if (p.rotary_embedding_dim != 0) set_int(c, "rotary_embedding_dim", p.rotary_embedding_dim);
-        return {};
-      }
       // Older opsets: the rotate_half form HF writes, on X's (B, H, S, D) layout. The interleaved
       // and the 3-D forms would need strided slices or reshapes around it: not written yet.
       const ir::TensorType& xt = g_.type(n.inputs[0]);

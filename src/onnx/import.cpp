@@ -17,6 +17,7 @@
 #include "fold.h"
 #include "proto_io.h"
 #include "rlflow/ir/dim_expr.h"
+#include "rlflow/ir/op_def.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/shape_inference.h"
 #include "rlflow/onnx/model_io.h"
@@ -79,6 +80,7 @@ class Importer {
   Expected<std::vector<const onnx::NodeProto*>> sorted_nodes();
   Status convert_node(const onnx::NodeProto& n);
   Expected<bool> convert_known(const onnx::NodeProto& n);  // false: decline (becomes opaque)
+  Expected<bool> convert_plain(const onnx::NodeProto& n);  // a plain op, from its row and record; false: not one
   Status convert_opaque(const onnx::NodeProto& n);
   Expected<ir::OpaqueParams> opaque_params(const onnx::NodeProto& n) const;
   Expected<bool> fold_through_evaluator(const onnx::NodeProto& n);
@@ -673,6 +675,9 @@ Status Importer::convert_node(const onnx::NodeProto& n) {
   shadow_out_.clear();
   if (std_domain && dynamic()) shadow_out_ = shadow_values(n, !fold);
   Status st = [&]() -> Status {
+    auto plain = convert_plain(n);
+    if (!plain) return plain.error();
+    if (*plain) return {};
     if (std_domain) {
       auto handled = convert_known(n);
       if (!handled) return handled.error();
@@ -867,6 +872,67 @@ Status Importer::convert_opaque(const onnx::NodeProto& n) {
   return {};
 }
 
+// A plain op (ir::OpInfo::plain): its row names the ONNX type and domain, its struct's fields are
+// its attributes, and its record (ir/op_def.h) its inputs and the forms it models. One with an
+// attribute that is not a field (a newer form than the IR models), a form its record does not
+// model, or an opset past the record's stays opaque.
+Expected<bool> Importer::convert_plain(const onnx::NodeProto& n) {
+  static const std::map<std::pair<std::string, std::string>, OpKind> plain = [] {
+    std::map<std::pair<std::string, std::string>, OpKind> m;
+    for (int k = 0; k < ir::kNumOpKinds; ++k)
+      if (const auto& info = ir::op_info(static_cast<OpKind>(k)); info.plain)
+        m.emplace(std::pair{std::string(info.onnx_domain), std::string(info.onnx_type)}, info.kind);
+    return m;
+  }();
+  const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+  const auto it = plain.find({domain, n.op_type()});
+  if (it == plain.end()) return false;
+  const OpKind kind = it->second;
+  const ir::OpInfo& info = ir::op_info(kind);
+  int64_t opset = opset_;
+  if (!domain.empty()) {
+    opset = 0;
+    for (const auto& o : model_.opset_import())
+      if (o.domain() == domain) opset = o.version();
+  }
+  if (opset < info.since || (info.def && info.def->until && opset > info.def->until)) return false;
+  if (n.domain().empty() || n.domain() == "ai.onnx")
+    if (find_attr(n, "broadcast")) return false;  // pre-opset-7 broadcasting
+  auto attrs = attributes_from_proto(n, base_dir_);
+  if (!attrs) return bad_node(n, attrs.error().message);
+  auto params = ir::plain_params(kind, **attrs);
+  if (!params) {
+    spdlog::debug("import: node '{}' ({}) stays opaque: {}", n.name(), n.op_type(), params.error().message);
+    return false;
+  }
+  if (info.def && info.def->models)
+    if (Status st = info.def->models(*params); !st.ok()) {
+      spdlog::debug("import: node '{}' stays opaque: {}", n.name(), st.error().message);
+      return false;
+    }
+  const ir::Arity arity = ir::plain_arity(kind);
+  if (n.input_size() < arity.min || n.input_size() > arity.max) return bad_node(n, "wrong number of inputs");
+  const int outputs = info.def ? info.def->outputs : 1;
+  for (int k = outputs; k < n.output_size(); ++k)
+    if (!n.output(k).empty()) return false;  // an output the IR does not model
+  std::vector<ValueRef> ins;
+  bool absent = false;  // optional inputs trail: one after an absent one keeps the node opaque
+  for (int k = 0; k < n.input_size(); ++k) {
+    if (!present(n, k)) {
+      if (k < arity.min) return bad_node(n, "input " + std::to_string(k) + " is required");
+      absent = true;
+      continue;
+    }
+    if (absent) return false;
+    auto r = ref(n.input(k));
+    if (!r) return r.error();
+    ins.push_back(*r);
+  }
+  auto out = emit(n, kind, std::move(ins), std::move(*params));
+  if (!out) return out.error();
+  return true;
+}
+
 Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
   // Converters read typed parameters; a parameter given as a non-constant tensor makes the
@@ -919,24 +985,6 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
       return bad_node(n, "wrong number of inputs");
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, it->second, ins, {}));
-  }
-  // A plain op (ir::OpInfo::plain): its row names the ONNX type and its struct's fields are its
-  // attributes. One with an attribute that is not a field (a newer form than the IR models) stays
-  // opaque.
-  static const std::unordered_map<std::string, OpKind> plain = [] {
-    std::unordered_map<std::string, OpKind> m;
-    for (int k = 0; k < ir::kNumOpKinds; ++k)
-      if (const auto& info = ir::op_info(static_cast<OpKind>(k)); info.plain) m.emplace(std::string(info.onnx_type), info.kind);
-    return m;
-  }();
-  if (auto it = plain.find(op); it != plain.end()) {
-    auto attrs = attributes_from_proto(n, base_dir_);
-    if (!attrs) return bad_node(n, attrs.error().message);
-    auto params = ir::plain_params(it->second, **attrs);
-    if (!params) return false;
-    if (n.input_size() != (ir::is_elementwise_binary(it->second) ? 2 : 1)) return bad_node(n, "wrong number of inputs");
-    RLFLOW_TRY_STATUS(take_present(2));
-    return done(emit(n, it->second, ins, std::move(*params)));
   }
   if (op == "Gelu") {
     const std::string approx = attr_string(n, "approximate", "none");
@@ -1049,17 +1097,6 @@ Expected<bool> Importer::convert_known(const onnx::NodeProto& n) {
     if (!ax) return ax.error();
     RLFLOW_TRY_STATUS(take_present(2));
     return done(emit(n, OpKind::kRMSNorm, ins, ir::NormParams{*ax, attr_float(n, "epsilon", 1e-5)}));
-  }
-  if (op == "RotaryEmbedding") {
-    if (n.input_size() < 3 || n.input_size() > 4 || !present(n, 0) || !present(n, 1) || !present(n, 2))
-      return bad_node(n, "expects inputs X, cos_cache, sin_cache and an optional position_ids");
-    ir::RotaryParams p{attr_int(n, "interleaved", 0) != 0, attr_int(n, "num_heads", 0), attr_int(n, "rotary_embedding_dim", 0)};
-    const int64_t r = rank_of(0);
-    if (r != 3 && r != 4)
-      return Error::unsupported(label_ + ": node '" + n.name() + "' (RotaryEmbedding): X of rank " + std::to_string(r) +
-                                " is not supported (only 3-D or 4-D with a known rank)");
-    RLFLOW_TRY_STATUS(take_present(4));
-    return done(emit(n, OpKind::kRotaryEmbedding, ins, p));
   }
   if (op == "Attention") {
     // Only the stateless form is modelled: no KV cache (past_key/past_value, present_* outputs), no

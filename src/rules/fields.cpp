@@ -168,7 +168,6 @@ Fields default_fields(OpKind kind, int64_t nsp) {
     case OpKind::kLayerNorm: return {{{"axis", {-1}}}, {{"epsilon", 1e-5}}};
     default:  // no field with a default of its own
       break;
-    case OpKind::kRotaryEmbedding: return {{{"interleaved", {0}}, {"num_heads", {0}}, {"rotary_embedding_dim", {0}}}, {}};
     case OpKind::kAttention: return {{{"is_causal", {0}}, {"q_num_heads", {0}}, {"kv_num_heads", {0}}}, {{"scale", 0.0}}};
   }
   return {};

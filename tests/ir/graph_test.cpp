@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "rlflow/ir/op_def.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/evaluator.h"
 #include "rlflow/ir/summary.h"
@@ -148,14 +149,24 @@ TEST(OpTable, FormsAndOnnxNames) {
   for (auto k : binary)
     if (!op_info(k).plain) EXPECT_TRUE((std::set<K>{K::kAdd, K::kSub, K::kMul, K::kDiv, K::kPow}.count(k))) << op_name(k);
   EXPECT_EQ(binary.size() - std::count_if(binary.begin(), binary.end(), [](K k) { return op_info(k).plain; }), 5u);
-  // A plain op is written as the ONNX op of its own name and has an elementwise form.
+  // A plain op is written as the ONNX op of its own name and has an elementwise form, or a record
+  // (ir/op_def.h) with a shape function and a sane input count.
   for (int i = 0; i < kNumOpKinds; ++i) {
     const auto& info = op_info(static_cast<K>(i));
     if (!info.plain) continue;
     EXPECT_EQ(info.onnx_type, info.name);
-    EXPECT_TRUE(info.form == OpForm::kElementwiseUnary || info.form == OpForm::kElementwiseBinary) << info.name;
+    if (info.def) {
+      EXPECT_NE(info.def->infer, nullptr) << info.name;
+      EXPECT_LE(1, info.def->min_inputs) << info.name;
+      EXPECT_LE(info.def->min_inputs, info.def->max_inputs) << info.name;
+      EXPECT_TRUE(info.def->until == 0 || info.def->until >= info.since) << info.name;
+    } else {
+      EXPECT_TRUE(info.form == OpForm::kElementwiseUnary || info.form == OpForm::kElementwiseBinary) << info.name;
+    }
     EXPECT_GE(info.since, 1) << info.name;
   }
+  EXPECT_EQ(op_info(K::kDequantizeLinear).def->max_inputs, 3);
+  EXPECT_EQ(op_info(K::kRotaryEmbedding).def->min_inputs, 3);
   EXPECT_EQ(source, (std::set<K>{K::kInput, K::kWeight, K::kConstant}));
   Node bn;
   bn.kind = K::kBatchNorm;

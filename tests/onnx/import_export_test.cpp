@@ -22,6 +22,8 @@
 #include "rlflow/exec/executor.h"
 #include "rlflow/ir/builder.h"
 #include "rlflow/ir/composites.h"
+#include "rlflow/ir/evaluator.h"
+#include "rlflow/ir/summary.h"
 #include "rlflow/onnx/model_io.h"
 #include "rlflow/util/file_io.h"
 
@@ -416,12 +418,12 @@ TEST(Import, QuantizedModelsKeepTheirQuantizationOps) {
     ASSERT_GT(in_file["DequantizeLinear"], 0);
     auto count_op = [](const Graph& g, const std::string& op) {
       int k = 0;
-      for (const auto& n : g.nodes())
-        if (n.kind == OpKind::kOpaque && std::get<OpaqueParams>(n.params).op_type == op) ++k;
+      for (const auto& n : g.nodes()) k += op_display_name(n) == op;
       return k;
     };
     Graph g = import_ok(p, import_options());
     EXPECT_EQ(count_op(g, "DequantizeLinear"), in_file["DequantizeLinear"]);
+    EXPECT_EQ(count_kind(g, OpKind::kDequantizeLinear), static_cast<size_t>(in_file["DequantizeLinear"]));  // modelled (its record)
     EXPECT_EQ(count_op(g, "QuantizeLinear"), in_file["QuantizeLinear"]);
     auto out = export_ok(g);
     onnx::ModelProto back;
@@ -1144,4 +1146,127 @@ TEST(PlainOp, LeakyReluTakesItsAttributeFromItsStruct) {
   Attributes wrong_type;
   wrong_type.set("alpha", std::string("x"));
   EXPECT_FALSE(plain_params(OpKind::kLeakyRelu, wrong_type).ok());
+}
+
+// DequantizeLinear is a record op (ir/op_def.h, src/ir/ops/quantize.cpp): its row, its struct and its
+// record (inputs, shape function, FLOPs, the forms it models) import, infer, run, price, write and
+// print it. Added as the proof that an op that is not elementwise costs its struct, its row, its
+// record, this test and the docs (issue 59). Per axis with a zero point, per tensor without one.
+TEST(OpRecord, DequantizeLinearFromItsRecord) {
+  for (const int64_t axis : {1, -1}) {
+    SCOPED_TRACE(axis);
+    onnx::ModelProto m = opset17_model();
+    auto* g = m.mutable_graph();
+    add_io(g->add_input(), "x", {"batch", "3"}, onnx::TensorProto::UINT8);
+    add_io(g->add_output(), "y", {"batch", "3"});
+    add_io(g->add_output(), "w", {"2"});
+    auto* scale = g->add_initializer();
+    scale->set_name("scale");
+    scale->set_data_type(onnx::TensorProto::FLOAT);
+    scale->add_dims(3);
+    for (float v : {0.5f, 0.25f, 2.0f}) scale->add_float_data(v);
+    auto* zp = g->add_initializer();
+    zp->set_name("zp");
+    zp->set_data_type(onnx::TensorProto::UINT8);
+    zp->add_dims(3);
+    for (int v : {128, 0, 7}) zp->add_int32_data(v);
+    auto* wq = g->add_initializer();  // a weight's DequantizeLinear, per tensor: never folded
+    wq->set_name("wq");
+    wq->set_data_type(onnx::TensorProto::INT8);
+    wq->add_dims(2);
+    for (int v : {-3, 5}) wq->add_int32_data(v);
+    auto* ws = g->add_initializer();
+    ws->set_name("ws");
+    ws->set_data_type(onnx::TensorProto::FLOAT);
+    ws->add_float_data(0.125f);
+    add_node(g, "DequantizeLinear", {"x", "scale", "zp"}, "dq");
+    if (axis != 1) {
+      auto* a = g->mutable_node(0)->add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+    }
+    add_node(g, "Relu", {"dq"}, "y");
+    add_node(g, "DequantizeLinear", {"wq", "ws"}, "w");
+    auto imported = onnxio::import_model(m.SerializeAsString(), "dq", ".", import_options());
+    ASSERT_TRUE(imported.ok()) << imported.error().message;
+    ASSERT_EQ(count_kind(*imported, OpKind::kDequantizeLinear), 2u);
+    EXPECT_EQ(count_kind(*imported, OpKind::kOpaque), 0u);
+    EXPECT_TRUE(validate(*imported).ok());
+    const auto constant = constant_nodes(*imported);
+    for (size_t i = 0; i < imported->size(); ++i) {
+      const Node& n = imported->node(static_cast<NodeId>(i));
+      if (n.kind != OpKind::kDequantizeLinear) continue;
+      EXPECT_TRUE(is_quantization_op(n));
+      EXPECT_FALSE(constant[i]) << "a DequantizeLinear is not a constant to fold";
+      EXPECT_EQ(n.outputs[0].dtype, DType::kFloat32);  // the scale's type
+      EXPECT_DOUBLE_EQ(node_flops(*imported, static_cast<NodeId>(i)), 2.0 * static_cast<double>(n.outputs[0].numel()));
+      if (n.inputs.size() == 3) {
+        EXPECT_EQ(std::get<DequantizeParams>(n.params).axis, axis);
+        EXPECT_EQ(params_str(n.params), "axis=" + std::to_string(axis) + " block_size=0 output_dtype=0");
+      }
+    }
+    // The executor: (x - zp) * scale per column, then Relu.
+    const TensorType x_type = imported->node(imported->inputs()[0]).outputs[0];
+    ASSERT_EQ(x_type.dtype, DType::kUInt8);
+    std::vector<double> xs(static_cast<size_t>(x_type.numel()));
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>((37 * i + 11) % 256);
+    auto out = executor().run(*imported, {Tensor::from_doubles(DType::kUInt8, x_type.shape, xs)});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const double sc[] = {0.5, 0.25, 2.0}, z[] = {128, 0, 7};
+    const auto ys = (*out)[0]->as_double();
+    ASSERT_EQ(ys.size(), xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) EXPECT_DOUBLE_EQ(ys[i], std::max(0.0, (xs[i] - z[i % 3]) * sc[i % 3])) << i;
+    EXPECT_EQ((*out)[1]->as_double(), (std::vector<double>{-0.375, 0.625}));
+    // Folding keeps both; written back as two DequantizeLinear, with axis only where it is not ONNX's
+    // default; the checker passes and it reimports the same.
+    auto folded = fold_constants(*imported, executor());
+    ASSERT_TRUE(folded.ok()) << folded.error().message;
+    EXPECT_EQ(count_kind(*folded, OpKind::kDequantizeLinear), 2u);
+    const auto written = export_ok(*imported);
+    const auto proto = parse(written.model_bytes);
+    auto ops = op_types(proto);
+    ASSERT_EQ(std::count(ops.begin(), ops.end(), "DequantizeLinear"), 2);
+    for (const auto& n : proto.graph().node())
+      if (n.op_type() == "DequantizeLinear" && n.input_size() == 3) {
+        ASSERT_EQ(n.attribute_size(), axis == 1 ? 0 : 1);
+        if (axis != 1) EXPECT_EQ(n.attribute(0).i(), axis);
+      }
+    EXPECT_TRUE(structurally_equal(*imported, reimport(written)));
+  }
+  // A form the record does not model (blocked scales, opset 21) stays opaque; a per-axis scale of
+  // the wrong extent is a bad model, named.
+  auto dq_model = [](int64_t scale_len, int64_t block_size) {
+    onnx::ModelProto m = opset17_model();
+    m.mutable_opset_import(0)->set_version(21);
+    auto* g = m.mutable_graph();
+    add_io(g->add_input(), "x", {"4", "3"}, onnx::TensorProto::INT8);
+    add_io(g->add_output(), "y", {"4", "3"});
+    auto* scale = g->add_initializer();
+    scale->set_name("scale");
+    scale->set_data_type(onnx::TensorProto::FLOAT);
+    if (block_size) scale->add_dims(4 / block_size);  // blocks along axis 0
+    scale->add_dims(scale_len);
+    for (int64_t i = 0; i < scale_len * (block_size ? 4 / block_size : 1); ++i) scale->add_float_data(0.5f);
+    add_node(g, "DequantizeLinear", {"x", "scale"}, "y");
+    if (block_size) {
+      auto* a = g->mutable_node(0)->add_attribute();
+      a->set_name("block_size");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(block_size);
+      auto* ax = g->mutable_node(0)->add_attribute();
+      ax->set_name("axis");
+      ax->set_type(onnx::AttributeProto::INT);
+      ax->set_i(0);
+    }
+    return onnxio::import_model(m.SerializeAsString(), "dq", ".", import_options());
+  };
+  auto blocked = dq_model(3, 2);
+  ASSERT_TRUE(blocked.ok()) << blocked.error().message;
+  EXPECT_EQ(count_kind(*blocked, OpKind::kDequantizeLinear), 0u);
+  EXPECT_EQ(count_kind(*blocked, OpKind::kOpaque), 1u);
+  auto wrong = dq_model(5, 0);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message.find("per-axis scale"), std::string::npos) << wrong.error().message;
+  EXPECT_TRUE(dq_model(3, 0).ok());
 }

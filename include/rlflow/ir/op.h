@@ -19,13 +19,15 @@ class Hasher;
 
 namespace rlflow::ir {
 
+struct OpDef;  // an op's record (ir/op_def.h): what its row alone cannot say
+
 #define RLFLOW_OP_KINDS(X)                                                                    \
   X(Input) X(Weight) X(Constant) X(Conv) X(MatMul) X(Gemm) X(Add) X(Sub) X(Mul) X(Div) X(Pow) \
   X(Sqrt) X(Relu) X(Sigmoid) X(Tanh) X(Erf) X(Clip) X(Softmax) X(LayerNorm) X(ReduceMean)     \
   X(BatchNorm) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(Concat) X(Split)              \
   X(Transpose) X(Reshape) X(Flatten) X(Pad) X(Slice) X(Gather) X(Squeeze) X(Unsqueeze)        \
   X(Enlarge) X(ScalarMul) X(Cast) X(Gelu) X(HardSigmoid) X(HardSwish) X(Opaque) X(RMSNorm) X(RotaryEmbedding) \
-  X(Attention) X(Exp) X(LeakyRelu)
+  X(Attention) X(Exp) X(LeakyRelu) X(DequantizeLinear)
 
 enum class OpKind : uint8_t {
 #define RLFLOW_X(n) k##n,
@@ -79,8 +81,11 @@ struct OpInfo {
   // (through the ONNX op table, src/exec/onnx_ops.cpp) handle it from this row and its struct
   // alone, from opset `since` (plain_attributes, plain_params).
   bool plain = false;
-  int since = 1;  // plain ops: the first default-domain opset that has the ONNX op
+  int since = 1;  // plain ops: the first opset of its domain that has the ONNX op
   uint8_t params = 0;  // the index in OpParams of its parameter struct (0: none); default_params
+  // A plain op that is not elementwise (or has optional inputs) has a record (ir/op_def.h, one
+  // file in src/ir/ops/): its inputs, its shape function, its FLOPs and which forms it models.
+  const OpDef* def = nullptr;
 };
 const OpInfo& op_info(OpKind k);
 
@@ -319,6 +324,16 @@ struct LeakyReluParams {
   }
   bool operator==(const LeakyReluParams&) const = default;
 };
+// ONNX DequantizeLinear (a record op, src/ir/ops/quantize.cpp): (x - zero_point) * scale, per
+// tensor or per axis. output_dtype is ONNX's TensorProto number (0: the scale's type).
+struct DequantizeParams {
+  int64_t axis = 1, block_size = 0, output_dtype = 0;
+  template <class P, class F>
+  static void describe(P& p, F&& f) {
+    f("axis", p.axis); f("block_size", p.block_size); f("output_dtype", p.output_dtype);
+  }
+  bool operator==(const DequantizeParams&) const = default;
+};
 // An ONNX op rlflow does not model: kept verbatim so the model round-trips.
 struct OpaqueParams {
   std::string domain, op_type;
@@ -343,7 +358,8 @@ struct OpaqueParams {
 using OpParams = std::variant<std::monostate, ConvParams, PoolParams, GemmParams, AxisParams, AxesParams,
                               SplitParams, TransposeParams, ReshapeParams, PadParams, SliceParams, NormParams,
                               ClipParams, EnlargeParams, ScalarParams, CastParams, ConstantParams, OpaqueParams, GeluParams,
-                              HardSigmoidParams, RotaryParams, AttentionParams, LeakyReluParams>;
+                              HardSigmoidParams, RotaryParams, AttentionParams, LeakyReluParams,
+                              DequantizeParams>;
 
 // The parameters a node of kind k starts from: its struct (op_info(k).params), default-constructed.
 OpParams default_params(OpKind k);
