@@ -674,18 +674,33 @@ def case07(p: Probe):
 
 
 def case08(p: Probe):
-    """Opset 25 or 99 in the default domain, or IR version 99: exit 3."""
+    """Opset 25 or 99 in the default domain: exit 3. IR version 99 with nothing the linked onnx does not
+    know: read as the newest IR it knows (exit 0, the output at that IR and equal to the input); with
+    a field it does not know (an unknown field number on the model): exit 3."""
     d = p.casedir(8)
-    for name, opset, ir in (("opset25", 25, None), ("opset99", 99, None), ("ir99", 17, 99)):
+    for name, opset, ir, extra in (("opset25", 25, None, b""), ("opset99", 99, None, b""), ("ir99", 17, 99, b""),
+                                   ("ir99field", 17, 99, b"\xa0\x1f\x01")):
         m = relu_relu_add()
         m.opset_import[0].version = opset
         if ir:
             m.ir_version = ir
-        save(m, d / (name + ".onnx"))
+        path = d / (name + ".onnx")
+        if extra:
+            path.write_bytes(m.SerializeToString() + extra)  # field 500, a varint: unknown to every onnx
+        else:
+            save(m, path)
+        ok = [0] if name == "ir99" else [3]
         r = p.rl(["optimise", name + ".onnx", "-o", name + ".out.onnx", "--search", "none", "--measure", "off"], d)
-        p.check("optimise " + name, r, [3])
+        if p.check("optimise " + name, r, ok) and name == "ir99":
+            out = onnx.load(str(d / "ir99.out.onnx"))
+            if out.ir_version >= 99 or out.ir_version < 10:
+                p.fail("ir99: the output has IR version %d" % out.ir_version)
+            ref = relu_relu_add()  # the same model at an IR version onnxruntime reads
+            save(ref, d / "ir99.ref.onnx")
+            feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 3}
+            p.matches_input("ir99", d / "ir99.ref.onnx", d / "ir99.out.onnx", feeds)
         r = p.rl(["info", name + ".onnx"], d)
-        p.check("info " + name, r, [3])
+        p.check("info " + name, r, ok)
 
 
 def case09(p: Probe):
@@ -1013,7 +1028,7 @@ CASES: List[Tuple[int, str, Callable[[Probe], None]]] = [
     (5, "model-local function", case05),
     (6, "BOOL initializer holding byte 7", case06),
     (7, "constant folding with NaN/inf/empty", case07),
-    (8, "opset 25/99, IR version 99", case08),
+    (8, "opset 25/99, IR version 99 (with and without an unknown field)", case08),
     (9, "--input-shape overriding a static dim", case09),
     (10, "Range(0, 1e30, 1)", case10),
     (11, "INT64_MIN Div/Mod -1", case11),

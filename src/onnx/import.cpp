@@ -145,6 +145,25 @@ class Importer {
   bool varies(const std::string& tensor, int64_t from, int64_t to) const;
 };
 
+// Where `m` or a message in it holds a field this build's ONNX proto does not define (a path like
+// "graph.node[3]"), or nothing. Reflection over the set fields only: weights' bytes are not read.
+std::optional<std::string> unknown_field_path(const google::protobuf::Message& m, const std::string& at = "model") {
+  const auto* r = m.GetReflection();
+  if (!r->GetUnknownFields(m).empty()) return at;
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const auto* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (f->is_repeated()) {
+      for (int i = 0; i < r->FieldSize(m, f); ++i)
+        if (auto p = unknown_field_path(r->GetRepeatedMessage(m, f, i), at + "." + f->name() + "[" + std::to_string(i) + "]")) return p;
+    } else if (auto p = unknown_field_path(r->GetMessage(m, f), at + "." + f->name())) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
 Status Importer::read_meta() {
   if (!model_.has_graph()) return bad("the model has no graph");
   ir::ModelMeta meta;
@@ -170,9 +189,20 @@ Status Importer::read_meta() {
   if (opset_ > known_opset)
     return Error::unsupported(label_ + ": opset " + std::to_string(opset_) + " is newer than rlflow's ONNX library knows (" +
                               std::to_string(known_opset) + ")");
-  if (model_.ir_version() > onnx::Version::IR_VERSION)
-    return Error::unsupported(label_ + ": IR version " + std::to_string(model_.ir_version()) + " is newer than rlflow's ONNX library knows (" +
-                              std::to_string(static_cast<int64_t>(onnx::Version::IR_VERSION)) + ")");
+  // A newer IR version is read as the newest known one where the file holds no field the library
+  // does not know: IR versions add fields and types, and onnx 1.23's make_model writes IR 14 for a
+  // model of any opset. A file with an unknown field (a feature of the newer IR) is refused.
+  if (model_.ir_version() > onnx::Version::IR_VERSION) {
+    const auto known = static_cast<int64_t>(onnx::Version::IR_VERSION);
+    if (auto where = unknown_field_path(model_))
+      return Error::unsupported(label_ + ": IR version " + std::to_string(model_.ir_version()) + " is newer than rlflow's ONNX library knows (" +
+                                std::to_string(known) + "), and the file uses a field it does not know (in " + *where + ")");
+    spdlog::info("{}: IR version {} read as {}, the newest rlflow's ONNX library knows (the file uses nothing newer)", label_,
+                 model_.ir_version(), known);
+    if (stats_) stats_->ir_version_read_as_known = model_.ir_version();
+    meta.ir_version = known;
+    model_.set_ir_version(known);
+  }
   if (model_.graph().output_size() == 0) return bad("the graph has no outputs");
   b_ = ir::GraphBuilder(std::move(meta));
   return {};

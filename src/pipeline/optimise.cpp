@@ -365,6 +365,10 @@ Expected<OptimiseReport> optimise_once(const OptimiseOptions& o, const OptimiseH
   const ir::ModelMeta input_meta = original->meta();
   if (opset->opset != report.input_opset) RLFLOW_TRY_STATUS(onnxio::set_output_opset(&*original, opset->opset));
   report.opset_reason = opset->why;
+  if (stats.ir_version_read_as_known) {
+    report.input_ir_version = stats.ir_version_read_as_known;
+    report.output_ir_version = original->meta().ir_version;
+  }
   report.searched_opset = opset->opset;
   OptimiseOptions at_opset = o;  // what the Judge imports other bindings at
   at_opset.opset = opset->opset;

@@ -165,6 +165,7 @@ json OptimiseReport::to_json() const {
   if (target_info)
     j["target_info"] = {{"name", target_info->name}, {"runtime", target_info->runtime}, {"device", target_info->device},
                         {"cost_model", target_info->cost_model}};
+  if (input_ir_version) j["ir_version"] = {{"input", input_ir_version}, {"output", output_ir_version}};
   if (!dynamic_dims.empty()) j["dynamic_dims"] = dynamic_dims;
   if (!fixed_dims.empty()) j["fixed_dims"] = fixed_dims;
   if (!min_dims.empty()) j["min_dims"] = min_dims;
@@ -225,6 +226,9 @@ void OptimiseReport::print(std::FILE* out) const {
   }
   if (!kept_input.empty()) std::fprintf(out, "kept the input graph: %s\n", kept_input.c_str());
   std::fprintf(out, "opset: %lld -> %lld (%s)\n", static_cast<long long>(input_opset), static_cast<long long>(output_opset), opset_reason.c_str());
+  if (input_ir_version)
+    std::fprintf(out, "IR version: %lld -> %lld (the newest rlflow's ONNX library knows; the input uses nothing newer)\n",
+                 static_cast<long long>(input_ir_version), static_cast<long long>(output_ir_version));
   if (verification.enabled) {
     if (verification.method == "structural")
       std::fprintf(out, "verified: structurally identical to the original (%s)\n", verification.note.c_str());

@@ -1270,3 +1270,31 @@ TEST(OpRecord, DequantizeLinearFromItsRecord) {
   EXPECT_NE(wrong.error().message.find("per-axis scale"), std::string::npos) << wrong.error().message;
   EXPECT_TRUE(dq_model(3, 0).ok());
 }
+
+// onnx 1.23's helper.make_model writes IR version 14 for a model of any opset; onnxruntime runs such
+// files. One that uses no field the linked onnx library does not know is read as the newest IR
+// version it knows (and written so); one with an unknown field stays refused, the field's place named.
+TEST(Import, ANewerIrVersionWithNothingNewerIsReadAsTheNewestKnown) {
+  onnx::ModelProto m = opset17_model();
+  m.set_ir_version(14);
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x", {"batch", "3"});
+  add_io(g->add_output(), "y", {"batch", "3"});
+  add_node(g, "Relu", {"x"}, "y");
+  onnxio::ImportStats stats;
+  auto imported = onnxio::import_model(m.SerializeAsString(), "ir14", ".", import_options(), &stats);
+  ASSERT_TRUE(imported.ok()) << imported.error().message;
+  EXPECT_EQ(stats.ir_version_read_as_known, 14);
+  EXPECT_EQ(imported->meta().ir_version, static_cast<int64_t>(onnx::Version::IR_VERSION));
+  const auto written = parse(export_ok(*imported).model_bytes);  // the checker ran on it
+  EXPECT_EQ(written.ir_version(), static_cast<int64_t>(onnx::Version::IR_VERSION));
+  // A field of a newer IR (here an unknown field number on the node): refused, the place named.
+  g->mutable_node(0)->GetReflection()->MutableUnknownFields(g->mutable_node(0))->AddVarint(4242, 1);
+  auto refused = onnxio::import_model(m.SerializeAsString(), "ir14-new-field", ".", import_options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnsupported);
+  EXPECT_NE(refused.error().message.find("graph.node[0]"), std::string::npos) << refused.error().message;
+  // At the known IR version the same unknown field is no reason to refuse.
+  m.set_ir_version(onnx::Version::IR_VERSION);
+  EXPECT_TRUE(onnxio::import_model(m.SerializeAsString(), "ir12", ".", import_options()).ok());
+}

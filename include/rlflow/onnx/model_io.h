@@ -50,6 +50,9 @@ struct ImportStats {
   // Symbols the model needs longer than the default representative size (a conv or pool stack
   // over raw audio), each at the smallest size found to import: pipeline::load_model fills it.
   std::map<std::string, int64_t> min_dims;
+  // A file of a newer IR version than the linked onnx library knows that uses nothing newer (onnx
+  // 1.23's make_model writes IR 14 for any opset): its IR version, read as the newest known one.
+  int64_t ir_version_read_as_known = 0;
 };
 
 // `label` names the source in error messages (normally the file path).

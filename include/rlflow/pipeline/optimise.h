@@ -189,6 +189,7 @@ struct OptimiseReport {
   std::map<std::string, int64_t> min_dims;      // symbols the model needs longer than the default size
   int64_t input_opset = 0, output_opset = 0;
   std::string opset_reason;  // why the output is at output_opset
+  int64_t input_ir_version = 0, output_ir_version = 0;  // set where they differ (a newer IR read as the newest known)
   int64_t searched_opset = 0;  // the opset the search and the candidates were at
   ir::CompositeStats composites;  // fused in the written graph
   // What each registered fusion met on the input graph before the search, whichever graph was
